@@ -1,0 +1,56 @@
+"""One exception family for everything llmchat refuses, so callers can catch `LLMChatError` at the boundary.
+
+Messages name the thing at fault (a file, a tensor, a limit) and, where there is one, what to do about it.
+"""
+
+
+class LLMChatError(Exception):
+    """Base of every error llmchat raises on purpose."""
+
+
+class GGUFError(LLMChatError):
+    """A GGUF file (or shard set) is malformed, truncated or uses something we do not support."""
+
+
+class SourceError(LLMChatError):
+    """Bytes could not be read: missing file, HTTP failure, a server that ignores Range, a missing shard."""
+
+
+class ModelNotFoundError(LLMChatError):
+    """A model name is neither a path, a URL, nor in the catalogue."""
+
+
+class UnsupportedModelError(LLMChatError):
+    """The GGUF is valid but describes an architecture or tensor layout we cannot run."""
+
+
+class TokenizerError(LLMChatError):
+    """The vocabulary in the GGUF cannot be turned into a tokenizer, or input cannot be encoded."""
+
+
+class ChatTemplateError(LLMChatError):
+    """The model's chat template failed to render."""
+
+
+class ContextOverflowError(LLMChatError):
+    """A prompt plus requested tokens do not fit the context window (we never truncate silently)."""
+
+
+class GPUError(LLMChatError):
+    """Base of WebGPU failures."""
+
+
+class NoAdapterError(GPUError):
+    """No WebGPU adapter is available (no driver, or WebGPU disabled)."""
+
+
+class ShaderError(GPUError):
+    """A WGSL kernel failed to compile or validate; carries the compiler's message."""
+
+
+class DeviceLostError(GPUError):
+    """The GPU device was lost (driver reset, out of memory, tab backgrounded too long)."""
+
+
+class ModelTooLargeError(GPUError):
+    """The model or its KV cache does not fit the adapter's limits or memory."""

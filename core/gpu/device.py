@@ -1,0 +1,117 @@
+"""The thin device interface the model talks to: buffers, kernels, recorded programs, readback.
+
+Two implementations share it: `native.py` (wgpu-py: Vulkan, Metal, D3D12) and the browser device (Pyodide over
+`navigator.gpu`). Model code only ever sees these verbs, so the same model runs in both places.
+
+Record once, replay: a `Program` is a list of dispatches whose bind groups are built once; a decode step only writes
+a few small parameter buffers and replays the program.
+"""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class AdapterInfo:
+    """What the adapter is and what it can do; reported by `llmchat bench` and used to pick kernel variants."""
+
+    name: str
+    backend: str
+    vendor: str = ""
+    software: bool = False  # a CPU emulation (lavapipe, SwiftShader, WARP): correct but slow
+    f16: bool = False  # `shader-f16`
+    subgroups: bool = False
+    subgroup_min_size: int = 0
+    subgroup_max_size: int = 0
+    max_binding_size: int = 128 << 20  # maxStorageBufferBindingSize, in bytes
+    max_buffer_size: int = 256 << 20  # in bytes
+    max_workgroup_size: int = 256  # maxComputeInvocationsPerWorkgroup
+    max_workgroup_storage: int = 16384  # in bytes
+    max_storage_buffers: int = 8  # per shader stage
+    max_workgroups_per_dim: int = 65535
+
+    def as_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+@dataclass(eq=False)
+class Buffer:
+    """A GPU buffer; `handle` belongs to the device implementation."""
+
+    size: int  # in bytes
+    label: str
+    handle: object = field(repr=False)
+    uniform: bool = False
+
+
+@dataclass(frozen=True)
+class View:
+    """A byte range of a buffer bound to one binding (offsets must respect the adapter's alignment, 256 bytes)."""
+
+    buffer: Buffer
+    offset: int = 0  # in bytes
+    size: int | None = None  # in bytes; None = to the end
+
+
+Binding = Buffer | View
+
+
+@dataclass(eq=False)
+class Kernel:
+    """A compiled compute pipeline."""
+
+    name: str
+    handle: object = field(repr=False)
+
+
+@dataclass(frozen=True)
+class Dispatch:
+    """One kernel launch: bindings in @binding order of @group(0), and a workgroup grid."""
+
+    kernel: Kernel
+    bindings: tuple[Binding, ...]
+    grid: tuple[int, int, int]
+
+
+class Program:
+    """A recorded list of dispatches, prepared once by the device (bind groups made) and replayed by `Device.run`."""
+
+    def __init__(self, dispatches: list[Dispatch]):
+        self.dispatches = dispatches
+
+    def __len__(self) -> int:
+        return len(self.dispatches)
+
+
+class Device(ABC):
+    """A WebGPU device. Errors surface as the `GPUError` family from `llmchat.errors`."""
+
+    info: AdapterInfo
+
+    @abstractmethod
+    def buffer(self, size: int, label: str, *, uniform: bool = False, readable: bool = False) -> Buffer:
+        """A zero-filled buffer of at least `size` bytes (rounded up to 4)."""
+
+    @abstractmethod
+    def write(self, buffer: Buffer, data: bytes | bytearray | memoryview, offset: int = 0) -> None:
+        """Queue a write of `data` into `buffer` at `offset`; ordered before the next `run`."""
+
+    @abstractmethod
+    def kernel(self, name: str, source: str, constants: dict[str, float | int] | None = None) -> Kernel:
+        """Compile WGSL `source` (entry point `main`) into a pipeline; raises ShaderError with the compiler's text."""
+
+    @abstractmethod
+    def program(self, dispatches: list[Dispatch]) -> Program:
+        """Prepare dispatches for replay (bind groups built here, once)."""
+
+    @abstractmethod
+    def run(self, program: Program) -> None:
+        """Submit one replay of `program`."""
+
+    @abstractmethod
+    def read(self, buffer: Buffer, offset: int = 0, size: int | None = None) -> bytes:
+        """Wait for submitted work and read bytes back."""
+
+    def close(self) -> None:
+        """Release the device."""

@@ -1,0 +1,71 @@
+"""Loads WGSL kernels from `llmchat.shaders`, fills in a tiny template language, and caches pipelines.
+
+The template language is deliberately small:
+- `//!include name.wgsl` pastes another shader file (shared snippets such as quant block decoders);
+- `{{KEY}}` is replaced by a value given at compile time (a quant type name, a flag, a workgroup size).
+Per-device fixes are applied here, in one place: wgpu-native (naga) rejects `enable subgroups;` while Chromium
+requires it, and `enable f16;` is only legal where the device has `shader-f16`.
+"""
+from __future__ import annotations
+
+import re
+from importlib import resources
+
+from ..errors import ShaderError
+from .device import Device, Kernel
+
+_INCLUDE = re.compile(r"^//!include\s+(\S+)\s*$", re.M)
+_KEY = re.compile(r"\{\{(\w+)\}\}")
+
+
+def shader_source(name: str, values: dict[str, object] | None = None) -> str:
+    """The text of `shaders/<name>` with `{{KEY}}`s filled in and includes expanded (each file at most once)."""
+    seen: set[str] = set()
+
+    def expand(file: str) -> str:
+        if file in seen:
+            return ""
+        seen.add(file)
+        try:
+            text = (resources.files("llmchat.shaders") / file).read_text()
+        except FileNotFoundError:
+            raise ShaderError(f"shader file '{file}' is not in llmchat/shaders") from None
+        return _INCLUDE.sub(lambda m: expand(m.group(1)), render(text, values or {}))
+
+    return expand(name)
+
+
+def render(source: str, values: dict[str, object]) -> str:
+    def sub(m: re.Match) -> str:
+        if m.group(1) not in values:
+            raise ShaderError(f"shader needs a value for {{{{{m.group(1)}}}}}")
+        return str(values[m.group(1)])
+
+    return _KEY.sub(sub, source)
+
+
+class Kernels:
+    """Compiles each (file, values) pair once per device."""
+
+    def __init__(self, device: Device):
+        self.device = device
+        self._cache: dict[tuple, Kernel] = {}
+
+    def get(self, file: str, **values) -> Kernel:
+        key = (file, tuple(sorted(values.items())))
+        kernel = self._cache.get(key)
+        if kernel is None:
+            source = self._adapt(shader_source(file, values))
+            label = file.removesuffix(".wgsl") + "".join(f"[{k}={v}]" for k, v in sorted(values.items()))
+            kernel = self._cache[key] = self.device.kernel(label, source)
+        return kernel
+
+    def _adapt(self, source: str) -> str:
+        info = self.device.info
+        lines = []
+        for line in source.splitlines():
+            directive = line.strip()
+            if directive == "enable subgroups;" and info.backend.startswith("wgpu-native"):
+                continue
+            lines.append(line)
+        return "\n".join(lines) + "\n"

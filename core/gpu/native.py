@@ -1,0 +1,143 @@
+"""The device on wgpu-py (wgpu-native: Vulkan, Metal, D3D12; lavapipe on machines without a GPU)."""
+from __future__ import annotations
+
+import os
+
+from ..errors import DeviceLostError, GPUError, NoAdapterError, ShaderError
+from .device import AdapterInfo, Buffer, Device, Dispatch, Kernel, Program, View
+
+# Names of software adapters: correct but slow, and users deserve to be told.
+_SOFTWARE = ("llvmpipe", "lavapipe", "swiftshader", "warp", "softpipe")
+
+
+def _round4(n: int) -> int:
+    return (n + 3) & ~3
+
+
+class NativeProgram(Program):
+    def __init__(self, dispatches: list[Dispatch], steps: list[tuple]):
+        super().__init__(dispatches)
+        self.steps = steps  # (pipeline, bind_group, grid) ready to replay
+
+
+class NativeDevice(Device):
+    """`max_binding_size` lowers the adapter's binding limit (tests use it to exercise split tensors)."""
+
+    def __init__(self, *, power_preference: str = "high-performance", max_binding_size: int | None = None,
+                 f16: bool | None = None):
+        os.environ.setdefault("XDG_RUNTIME_DIR", "/tmp")  # wgpu-native's Vulkan loader complains without it
+        try:
+            import wgpu
+        except ImportError as e:  # pragma: no cover - depends on the install
+            raise NoAdapterError(f"wgpu-py is not installed ({e}); install llmchat with its native dependencies") from e
+        self._wgpu = wgpu
+        try:
+            adapter = wgpu.gpu.request_adapter_sync(power_preference=power_preference)
+        except Exception as e:
+            raise NoAdapterError(f"no WebGPU adapter found: {e}. On Linux without a GPU, install Mesa's Vulkan "
+                                 "drivers (Debian: mesa-vulkan-drivers) for the lavapipe CPU adapter") from e
+        if adapter is None:
+            raise NoAdapterError("no WebGPU adapter found; on Linux without a GPU install mesa-vulkan-drivers")
+        lim, feats = adapter.limits, set(adapter.features)
+        want = {k: lim[k] for k in (
+            "max-storage-buffer-binding-size", "max-buffer-size", "max-storage-buffers-per-shader-stage",
+            "max-compute-workgroup-storage-size", "max-compute-invocations-per-workgroup",
+            "max-compute-workgroup-size-x", "max-compute-workgroups-per-dimension")}
+        features = [f for f in ("shader-f16", "subgroup") if f in feats and (f != "shader-f16" or f16 is not False)]
+        self._device = adapter.request_device_sync(required_features=features, required_limits=want)
+        info = adapter.info
+        name = info.get("device", "") or info.get("description", "") or "unknown"
+        software = info.get("adapter_type", "").upper() == "CPU" or any(s in name.lower() for s in _SOFTWARE)
+        binding = want["max-storage-buffer-binding-size"]
+        if max_binding_size is not None:
+            binding = min(binding, max_binding_size)
+        self.info = AdapterInfo(
+            name=name, backend=f"wgpu-native/{info.get('backend_type', '')}", vendor=info.get("vendor", ""),
+            software=software, f16="shader-f16" in features, subgroups="subgroup" in features,
+            subgroup_min_size=int(info.get("subgroup_min_size", 0) or 0),
+            subgroup_max_size=int(info.get("subgroup_max_size", 0) or 0),
+            max_binding_size=binding, max_buffer_size=want["max-buffer-size"],
+            max_workgroup_size=want["max-compute-invocations-per-workgroup"],
+            max_workgroup_storage=want["max-compute-workgroup-storage-size"],
+            max_storage_buffers=want["max-storage-buffers-per-shader-stage"],
+            max_workgroups_per_dim=want["max-compute-workgroups-per-dimension"])
+        self._queue = self._device.queue
+
+    # -- buffers ---------------------------------------------------------------------------------------------------
+    def buffer(self, size: int, label: str, *, uniform: bool = False, readable: bool = False) -> Buffer:
+        U = self._wgpu.BufferUsage
+        size = max(4, _round4(size))
+        if not uniform and size > self.info.max_buffer_size:
+            raise GPUError(f"buffer '{label}' needs {size} bytes; the adapter allows {self.info.max_buffer_size}")
+        usage = (U.UNIFORM | U.COPY_DST) if uniform else (U.STORAGE | U.COPY_DST | U.COPY_SRC)
+        handle = self._guard(lambda: self._device.create_buffer(size=size, usage=usage, label=label))
+        return Buffer(size=size, label=label, handle=handle, uniform=uniform)
+
+    def write(self, buffer: Buffer, data, offset: int = 0) -> None:
+        mv = memoryview(data).cast("B")
+        if len(mv) % 4:  # WebGPU writes are in 4-byte units
+            mv = memoryview(bytes(mv) + bytes(4 - len(mv) % 4))
+        if offset + len(mv) > buffer.size:
+            raise GPUError(f"write of {len(mv)} bytes at {offset} overruns buffer '{buffer.label}' ({buffer.size})")
+        self._guard(lambda: self._queue.write_buffer(buffer.handle, offset, mv))
+
+    def read(self, buffer: Buffer, offset: int = 0, size: int | None = None) -> bytes:
+        size = buffer.size - offset if size is None else size
+        return bytes(self._guard(lambda: self._queue.read_buffer(buffer.handle, offset, _round4(size))))[:size]
+
+    # -- kernels and programs --------------------------------------------------------------------------------------
+    def kernel(self, name: str, source: str, constants: dict | None = None) -> Kernel:
+        try:
+            module = self._device.create_shader_module(code=source, label=name)
+            compute = {"module": module, "entry_point": "main"}
+            if constants:
+                compute["constants"] = constants
+            pipeline = self._device.create_compute_pipeline(layout="auto", compute=compute, label=name)
+        except self._wgpu.GPUError as e:
+            raise ShaderError(f"kernel '{name}' failed to compile:\n{e}") from None
+        return Kernel(name=name, handle=pipeline)
+
+    def program(self, dispatches: list[Dispatch]) -> NativeProgram:
+        steps = []
+        for d in dispatches:
+            pipeline = d.kernel.handle
+            entries = []
+            for i, b in enumerate(d.bindings):
+                v = b if isinstance(b, View) else View(b)
+                size = v.buffer.size - v.offset if v.size is None else v.size
+                entries.append({"binding": i, "resource": {"buffer": v.buffer.handle, "offset": v.offset, "size": size}})
+            try:
+                group = self._device.create_bind_group(layout=pipeline.get_bind_group_layout(0), entries=entries)
+            except self._wgpu.GPUError as e:
+                raise GPUError(f"binding buffers to kernel '{d.kernel.name}' failed:\n{e}") from None
+            steps.append((pipeline, group, d.grid))
+        return NativeProgram(dispatches, steps)
+
+    def run(self, program: Program) -> None:
+        assert isinstance(program, NativeProgram)
+
+        def submit():
+            encoder = self._device.create_command_encoder()
+            cpass = encoder.begin_compute_pass()
+            last = None
+            for pipeline, group, (x, y, z) in program.steps:
+                if pipeline is not last:
+                    cpass.set_pipeline(pipeline)
+                    last = pipeline
+                cpass.set_bind_group(0, group)
+                cpass.dispatch_workgroups(x, y, z)
+            cpass.end()
+            self._queue.submit([encoder.finish()])
+        self._guard(submit)
+
+    def _guard(self, fn):
+        try:
+            return fn()
+        except self._wgpu.GPUError as e:
+            text = str(e)
+            if "lost" in text.lower():
+                raise DeviceLostError(f"the GPU device was lost: {text}") from None
+            raise GPUError(text) from None
+
+    def close(self) -> None:
+        self._device.destroy()

@@ -1,0 +1,57 @@
+"""Records the dispatches of one forward pass into a `Program`, once per model and batch shape."""
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+from .device import Buffer, Device, Dispatch, Program
+from .kernels import Kernels
+
+
+@dataclass(frozen=True)
+class Act:
+    """An activation: `rows` tokens of `cols` f32 values, row-major, in `buffer`."""
+
+    buffer: Buffer
+    rows: int
+    cols: int
+
+
+class Recorder:
+    """Collects dispatches; every dispatch gets its own small uniform `Params` buffer, written once here.
+
+    `step` is the uniform shared by all dispatches of a program that holds what changes per step (the token count).
+    """
+
+    def __init__(self, device: Device, kernels: Kernels, step: Buffer):
+        self.device = device
+        self.kernels = kernels
+        self.step = step
+        self.dispatches: list[Dispatch] = []
+        self._empty: Buffer | None = None
+
+    def params(self, label: str, fmt: str, *values) -> Buffer:
+        data = struct.pack("<" + fmt, *values)
+        data += bytes(-len(data) % 16)  # uniform structs are sized in 16-byte units
+        buf = self.device.buffer(len(data), f"{label}.params", uniform=True)
+        self.device.write(buf, data)
+        return buf
+
+    def empty(self) -> Buffer:
+        """A tiny buffer bound where a kernel declares an optional input it is told not to read."""
+        if self._empty is None:
+            self._empty = self.device.buffer(16, "empty")
+        return self._empty
+
+    def act(self, label: str, rows: int, cols: int) -> Act:
+        return Act(self.device.buffer(rows * cols * 4, label), rows, cols)
+
+    def add(self, kernel, bindings: tuple, grid: tuple[int, int, int]) -> None:
+        self.dispatches.append(Dispatch(kernel, tuple(bindings), grid))
+
+    def finish(self) -> Program:
+        return self.device.program(self.dispatches)
+
+
+def cdiv(a: int, b: int) -> int:
+    return -(-a // b)

@@ -1,0 +1,81 @@
+"""GPU-resident tensors: quantized weights (GGUF blocks as stored, split by rows when larger than one binding)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import ModelTooLargeError, UnsupportedModelError
+from ..ggml_types import BLOCK_LAYOUT, GGMLType
+from .device import Buffer, Device
+
+# Types with a WGSL decoder in shaders/<name>.wgsl
+GPU_TYPES = {
+    GGMLType.F32: "f32", GGMLType.F16: "f16", GGMLType.BF16: "bf16",
+    GGMLType.Q4_0: "q4_0", GGMLType.Q4_1: "q4_1", GGMLType.Q5_0: "q5_0", GGMLType.Q5_1: "q5_1",
+    GGMLType.Q8_0: "q8_0", GGMLType.Q2_K: "q2_k", GGMLType.Q3_K: "q3_k", GGMLType.Q4_K: "q4_k",
+    GGMLType.Q5_K: "q5_k", GGMLType.Q6_K: "q6_k",
+}
+
+
+@dataclass
+class WeightPart:
+    buffer: Buffer
+    row_start: int  # first row of the weight held by this buffer
+    rows: int
+
+
+@dataclass
+class Weight:
+    """A 2-D weight of `rows` x `k` elements in GGML type `type`; row r is `row_bytes` bytes."""
+
+    name: str
+    type: GGMLType
+    k: int  # elements per row (GGUF ne[0])
+    rows: int
+    parts: list[WeightPart]
+
+    @property
+    def row_bytes(self) -> int:
+        elems, nbytes = BLOCK_LAYOUT[self.type]
+        return self.k // elems * nbytes
+
+    @property
+    def shader(self) -> str:
+        return GPU_TYPES[self.type]
+
+    @property
+    def nbytes(self) -> int:
+        return self.rows * self.row_bytes
+
+
+def check_type(name: str, ggml_type: GGMLType, k: int) -> None:
+    if ggml_type not in GPU_TYPES:
+        supported = ", ".join(t.name for t in GPU_TYPES)
+        raise UnsupportedModelError(f"tensor '{name}' has type {ggml_type.name}, which has no GPU kernel yet "
+                                    f"(supported: {supported})")
+    if k % 32:
+        raise UnsupportedModelError(f"tensor '{name}' has rows of {k} elements; kernels need a multiple of 32")
+
+
+def upload_weight(device: Device, name: str, ggml_type: GGMLType, k: int, pieces: list[tuple[int, bytes]],
+                  ) -> Weight:
+    """Create the buffers for a weight made of `pieces` (rows, bytes) stacked by rows, and write them.
+
+    Stacking lets Q, K and V (or gate and up) share one weight so one dispatch computes all of them. A weight larger
+    than the adapter's binding limit is split into parts of whole rows.
+    """
+    check_type(name, ggml_type, k)
+    rows = sum(r for r, _ in pieces)
+    w = Weight(name, ggml_type, k, rows, [])
+    row_bytes = w.row_bytes
+    per_part = max(1, device.info.max_binding_size // row_bytes)
+    if row_bytes > device.info.max_binding_size:
+        raise ModelTooLargeError(f"one row of '{name}' ({row_bytes} bytes) exceeds the adapter's binding limit "
+                                 f"({device.info.max_binding_size} bytes)")
+    data = pieces[0][1] if len(pieces) == 1 else b"".join(bytes(b) for _, b in pieces)
+    mv = memoryview(data).cast("B")
+    for start in range(0, rows, per_part):
+        n = min(per_part, rows - start)
+        buf = device.buffer(n * row_bytes, f"{name}[{start}:{start + n}]")
+        device.write(buf, mv[start * row_bytes:(start + n) * row_bytes])
+        w.parts.append(WeightPart(buf, start, n))
+    return w

@@ -1,0 +1,1 @@
+"""The browser runtime and `<llm-chat>` component, shipped as package data (`llmchat.web`)."""
