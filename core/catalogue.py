@@ -62,9 +62,6 @@ CATALOGUE: dict[str, CatalogueEntry] = {
     )
 }
 
-DEFAULT_MODEL = "smollm2"
-
-
 def llmchat_home() -> Path:
     """The root of everything llmchat caches: `$LLMCHAT_HOME`, else `~/.cache/llmchat`."""
     configured = os.environ.get("LLMCHAT_HOME")
@@ -81,7 +78,8 @@ def lookup(name: str) -> CatalogueEntry:
     entry = CATALOGUE.get(name.lower())
     if entry is None:
         raise ModelNotFoundError(
-            f"{name!r} is not a file, an http(s) URL, or a model in the catalogue; known models: {_describe_catalogue()}"
+            f"{name!r} is not a file, an http(s) URL, or a model in the catalogue; "
+            f"known models: {_describe_catalogue()}"
         )
     return entry
 

@@ -166,7 +166,9 @@ def _validate_message(index: int, message: Any) -> dict[str, Any]:
     elif isinstance(content, Sequence) and not isinstance(content, bytes):
         content = "".join(_text_part(f"{where}.content[{j}]", part) for j, part in enumerate(content))
     else:
-        raise ChatTemplateError(f"{where}.content must be a string or a list of text parts, not {type(content).__name__}")
+        raise ChatTemplateError(
+            f"{where}.content must be a string or a list of text parts, not {type(content).__name__}"
+        )
     return {**message, "content": content}
 
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import __version__
-from .catalogue import CATALOGUE, DEFAULT_MODEL, pull, resolve
+from .catalogue import CATALOGUE, pull, resolve
 from .errors import LLMChatError
 
 Handler = Callable[[argparse.Namespace], int]
@@ -57,7 +57,7 @@ def command(name: str, help: str, arguments: AddArguments) -> Callable[[Handler]
 def _model_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "model", metavar="MODEL",
-        help=f"a GGUF file, an http(s) URL, or a catalogue name ({', '.join(CATALOGUE)}; default model: {DEFAULT_MODEL})",
+        help=f"a GGUF file, an http(s) URL, or a catalogue name ({', '.join(CATALOGUE)})",
     )
 
 
@@ -67,7 +67,9 @@ def _model_argument(parser: argparse.ArgumentParser) -> None:
 def _pull_arguments(parser: argparse.ArgumentParser) -> None:
     catalogue = "; ".join(f"{entry.name}: {entry.description}" for entry in CATALOGUE.values())
     parser.add_argument("name", metavar="NAME", help=f"catalogue name ({catalogue})")
-    parser.add_argument("--verify", action="store_true", help="re-hash a cached file (sha256) instead of checking its size")
+    parser.add_argument(
+        "--verify", action="store_true", help="re-hash a cached file (sha256) instead of checking only its size"
+    )
 
 
 @command("pull", "download a catalogue model into the local cache and print its path", _pull_arguments)

@@ -50,7 +50,9 @@ def test_existing_file_resolves_to_itself(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("missing", ["./absent.gguf", "absent.gguf", "models/absent", "~/absent-model-file.gguf"])
-def test_missing_path_is_a_clear_error(missing: str, home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_missing_path_is_a_clear_error(
+    missing: str, home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(tmp_path)
     with pytest.raises(ModelNotFoundError, match="does not exist"):
         resolve(missing)

@@ -18,7 +18,9 @@ GOLDEN_IDS = {case["text"]: case["ids"] for case in GOLDEN["tokenize"]}
 CHAT_PROMPT = next(case for case in GOLDEN["prompts"] if case["text"].startswith("<|im_start|>"))
 
 
-def llmchat(*args: str, env: dict[str, str] | None = None, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+def llmchat(
+    *args: str, env: dict[str, str] | None = None, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "llmchat", *args], capture_output=True, text=True, input=stdin,
         env={**os.environ, **(env or {})}, timeout=120,
@@ -42,7 +44,13 @@ def one_line_error(result: subprocess.CompletedProcess[str]) -> str:
 @pytest.mark.model
 @pytest.mark.parametrize(
     "text",
-    ["Hello world", "naïve café résumé coöperate", "emoji 😀👍🏽🇫🇷 👨‍👩‍👧‍👦 done", "<|im_start|>user\nhi<|im_end|>", ""],
+    [
+        "Hello world",
+        "naïve café résumé coöperate",
+        "emoji 😀👍🏽🇫🇷 👨‍👩‍👧‍👦 done",
+        "<|im_start|>user\nhi<|im_end|>",
+        "",
+    ],
 )
 def test_tokenize_prints_the_golden_ids(smollm2_path: Path, text: str) -> None:
     assert text in GOLDEN_IDS, "the golden data no longer has this string"
@@ -57,8 +65,8 @@ def test_tokenize_json_by_catalogue_name(smollm2_path: Path) -> None:
 
 @pytest.mark.model
 def test_tokenize_special_tokens_and_bos(smollm2_path: Path) -> None:
-    prompt_ids = json.loads(ok(llmchat("tokenize", str(smollm2_path), "--text", CHAT_PROMPT["text"], "--parse-special", "--json")))
-    assert prompt_ids == {"ids": CHAT_PROMPT["ids"]}
+    special = llmchat("tokenize", str(smollm2_path), "--text", CHAT_PROMPT["text"], "--parse-special", "--json")
+    assert json.loads(ok(special)) == {"ids": CHAT_PROMPT["ids"]}
     with_bos = ok(llmchat("tokenize", str(smollm2_path), "--text", "Hello world", "--add-bos")).split()
     assert [int(i) for i in with_bos] == [1, *GOLDEN_IDS["Hello world"]]  # tokenizer.ggml.bos_token_id is 1
 
@@ -77,7 +85,8 @@ def test_chat_template_prints_the_prompt(smollm2_path: Path) -> None:
 
 @pytest.mark.model
 def test_chat_template_refuses_bad_messages(smollm2_path: Path) -> None:
-    line = one_line_error(llmchat("chat-template", str(smollm2_path), "--messages", '[{"role": "usr", "content": "x"}]'))
+    bad_role = '[{"role": "usr", "content": "x"}]'
+    line = one_line_error(llmchat("chat-template", str(smollm2_path), "--messages", bad_role))
     assert "unknown role 'usr'" in line
     usage = llmchat("chat-template", str(smollm2_path), "--messages", "[{")
     assert usage.returncode == 2 and "--messages: not valid JSON" in usage.stderr
