@@ -43,3 +43,10 @@ fn lo_nibbles(q: u32) -> vec4<f32> {
 fn hi_nibbles(q: u32) -> vec4<f32> {
     return bytes4((q >> 4u) & 0x0f0f0f0fu);
 }
+
+// The four low bits of `h` moved to the low bit of each byte (bit i to bit 8i), the shape `bytes4` expects.
+// Multiplying by 1 + 2^7 + 2^14 + 2^21 lands bit i at 8i among other copies that the mask drops; no two copies
+// share a position, so nothing carries. Used where 5-bit quants keep their fifth bits in a separate word.
+fn spread4(h: u32) -> u32 {
+    return ((h & 0xfu) * 0x00204081u) & 0x01010101u;
+}
