@@ -136,27 +136,21 @@ def test_wrong_size_is_detected_and_pulled_again(pulled: Path, private_home: Pat
 
 
 @pytest.mark.model
-def test_verify_catches_corruption_that_keeps_the_size(pulled: Path, private_home: Path) -> None:
-    with pulled.open("r+b") as f:
-        f.seek(SMOLLM2.size // 3)
-        byte = f.read(1)
-        f.seek(-1, io.SEEK_CUR)
-        f.write(bytes([byte[0] ^ 0xFF]))
-    progress = io.StringIO()
-    assert pull("smollm2", progress=progress) == pulled  # the cheap check cannot see it...
-    assert progress.getvalue() == ""
-    assert pull("smollm2", verify=True, progress=progress) == pulled  # ...the full hash does
-    assert "has sha256" in progress.getvalue()
-    assert _sha256(pulled) == SMOLLM2.sha256
-
-
-@pytest.mark.model
-def test_hash_mismatch_raises_and_leaves_nothing_behind(
+def test_hash_mismatch_is_caught_by_verify_and_by_pull(
     pulled: Path, private_home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # An entry whose recorded hash matches nothing stands in for a corrupted or substituted download.
     tampered = dataclasses.replace(SMOLLM2, name="tampered", sha256="0" * 64, file_name="tampered.gguf")
     monkeypatch.setitem(catalogue.CATALOGUE, "tampered", tampered)
+    cached = private_home / "tampered.gguf"
+    cached.hardlink_to(pulled)  # right size, wrong hash for this entry
+
+    progress = io.StringIO()
+    assert pull("tampered", progress=progress) == cached  # the cheap check cannot see it...
+    assert progress.getvalue() == ""
     with pytest.raises(SourceError, match=f"sha256 mismatch .* got {SMOLLM2.sha256}"):
-        pull("tampered", progress=io.StringIO())
-    assert not (private_home / "tampered.gguf").exists()
+        pull("tampered", verify=True, progress=progress)  # ...the full hash does, and the fresh download fails it too
+    assert f"has sha256 {SMOLLM2.sha256} instead of {'0' * 64}; pulling it again" in progress.getvalue()
+    assert not cached.exists()
     assert _leftovers(private_home) == []
+    assert _sha256(pulled) == SMOLLM2.sha256, "the real model is untouched"
