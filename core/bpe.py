@@ -1,0 +1,102 @@
+"""The two BPE merge loops found in GGUF vocabularies, and the GPT-2 byte <-> character map.
+
+Both loops follow llama.cpp exactly, because "the same ids as llama.cpp" is the contract: repeatedly merge one
+adjacent pair of symbols, chosen by priority, ties going to the leftmost pair, until no mergeable pair is left.
+
+- `merge_by_rank` (tokenizer.ggml.model = "gpt2"): a pair is mergeable when it is listed in tokenizer.ggml.merges;
+  the earliest listed pair wins. Only the chosen pair is merged per step (not every occurrence of it), which
+  matters for merge lists that are not in training order.
+- `merge_by_score` (tokenizer.ggml.model = "llama", SentencePiece BPE): a pair is mergeable when its
+  concatenation is a token of the vocabulary; the pair making the highest-scoring token wins.
+
+Symbols live in a doubly linked list over their start positions and candidate pairs in a heap keyed by
+(priority, left position). A popped pair is stale when either side has changed since it was pushed; symbols only
+ever grow by absorbing their right neighbour, so comparing the current texts with the pushed ones detects that.
+"""
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Mapping
+
+
+def _bytes_to_unicode() -> tuple[str, ...]:
+    """GPT-2's reversible byte -> printable character map: printable Latin-1 bytes map to themselves, the other
+    68 bytes (controls, space, soft hyphen...) to U+0100 onwards in byte order. Byte-level vocabularies spell
+    every token with these characters, e.g. "Ġ" (U+0120) for the space byte."""
+    keep = [*range(0x21, 0x7F), *range(0xA1, 0xAD), *range(0xAE, 0x100)]
+    table = [""] * 256
+    for b in keep:
+        table[b] = chr(b)
+    extra = 0x100
+    for b in range(256):
+        if not table[b]:
+            table[b] = chr(extra)
+            extra += 1
+    return tuple(table)
+
+
+BYTE_TO_UNICODE: tuple[str, ...] = _bytes_to_unicode()
+UNICODE_TO_BYTE: dict[str, int] = {ch: b for b, ch in enumerate(BYTE_TO_UNICODE)}
+# For str.translate over text decoded as Latin-1 (one character per byte): the byte-level spelling of any text.
+_LATIN1_TO_BYTE_LEVEL = {b: ch for b, ch in enumerate(BYTE_TO_UNICODE)}
+
+
+def byte_level(text: str) -> str:
+    """The byte-level spelling of `text`: its UTF-8 bytes, each written as its GPT-2 character."""
+    return text.encode("utf-8").decode("latin-1").translate(_LATIN1_TO_BYTE_LEVEL)
+
+
+def _merge(symbols: list[str], priority: Callable[[str, str], float | int | None]) -> list[str]:
+    """Merge adjacent symbols in `priority` order (lower first, None = never), leftmost first among equals."""
+    n = len(symbols)
+    if n < 2:
+        return symbols
+    heap: list[tuple[float | int, int, str, str]] = []
+    for i in range(n - 1):
+        left, right = symbols[i], symbols[i + 1]
+        p = priority(left, right)
+        if p is not None:
+            heap.append((p, i, left, right))
+    if not heap:
+        return symbols
+    heapq.heapify(heap)
+    nxt = list(range(1, n + 1))
+    prv = list(range(-1, n - 1))
+    while heap:
+        _, i, left, right = heapq.heappop(heap)
+        j = nxt[i]
+        if j >= n or symbols[i] != left or symbols[j] != right:
+            continue
+        merged = left + right
+        symbols[i] = merged
+        symbols[j] = ""
+        k = nxt[j]
+        nxt[i] = k
+        if k < n:
+            prv[k] = i
+            p = priority(merged, symbols[k])
+            if p is not None:
+                heapq.heappush(heap, (p, i, merged, symbols[k]))
+        h = prv[i]
+        if h >= 0:
+            p = priority(symbols[h], merged)
+            if p is not None:
+                heapq.heappush(heap, (p, h, symbols[h], merged))
+    return [s for s in symbols if s]
+
+
+def merge_by_rank(symbols: list[str], ranks: Mapping[str, int]) -> list[str]:
+    """GPT-2 style BPE: `ranks[left + " " + right]` is the pair's line number in the merges list (symbols must not
+    contain spaces, which holds for byte-level spellings)."""
+    get = ranks.get
+    return _merge(symbols, lambda left, right: get(left + " " + right))
+
+
+def merge_by_score(symbols: list[str], token_ids: Mapping[str, int], scores: list[float]) -> list[str]:
+    """SentencePiece style BPE: a pair merges into the token it spells; higher token score first."""
+    get = token_ids.get
+
+    def priority(left: str, right: str) -> float | None:
+        tid = get(left + right)
+        return None if tid is None else -scores[tid]
+    return _merge(symbols, priority)

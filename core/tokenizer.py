@@ -1,0 +1,491 @@
+"""Text <-> token ids from the vocabulary stored in a GGUF file, producing the same ids as llama.cpp.
+
+Two vocabulary kinds are supported, named by `tokenizer.ggml.model`:
+
+- "gpt2": byte-level BPE. Text is cut into words by the pre-tokenizer named in `tokenizer.ggml.pre` (see
+  pretokenize.py), each word is spelled in GPT-2's byte characters and merged by `tokenizer.ggml.merges` ranks.
+- "llama": SentencePiece-style BPE. Spaces become U+2581 "▁", a space is put in front of the text (and after each
+  special token) when `add_space_prefix` says so, pairs merge by the score of the token they form, and characters
+  without a token fall back to `<0xNN>` byte tokens.
+
+Special tokens. Tokens of type CONTROL (3) and UNKNOWN (2) are recognised in the text only when
+`parse_special=True`; USER_DEFINED (4) tokens are always recognised, as in llama.cpp (and HF tokenizers, where
+added tokens that are not "special" are always split out first). Recognition follows llama.cpp: special tokens
+are tried longest first, and each one splits every remaining piece of plain text wherever it occurs.
+
+End of generation. `eog_ids` holds EOS, EOT and EOM, FIM pad/repo/separator tokens, and every token whose text is
+one of llama.cpp's end-of-turn spellings (`<|im_end|>`, `<|eot_id|>`, `<|endoftext|>`, `<end_of_turn>`...). As in
+llama.cpp, a token found by such a spelling is treated as CONTROL even if the file typed it otherwise. When the
+file names no EOT token, the first spelling in `_EOT_TEXTS` order that exists is used (llama.cpp takes whichever
+its hash map yields first). Model-specific exceptions llama.cpp adds for single families (gpt-oss, Gemma 4,
+PaddleOCR, Solar) are not reproduced.
+
+Decoding writes each token's bytes (CONTROL/UNKNOWN tokens as their text unless `skip_special`) and turns the
+bytes into text once, so a character split across tokens comes out whole; `stream_decoder()` does the same
+incrementally and never emits part of a character. Unlike llama.cpp's `llama_detokenize` we never "clean up"
+spaces before punctuation, so `decode(encode(s)) == s`.
+"""
+from __future__ import annotations
+
+import codecs
+import functools
+import re
+from collections.abc import Iterable, Mapping
+from enum import IntEnum
+
+from .bpe import UNICODE_TO_BYTE, byte_level, merge_by_rank, merge_by_score
+from .errors import TokenizerError
+from .pretokenize import get_pre_tokenizer
+
+
+class TokenType(IntEnum):
+    """Values of `tokenizer.ggml.token_type`."""
+
+    UNDEFINED = 0
+    NORMAL = 1
+    UNKNOWN = 2
+    CONTROL = 3
+    USER_DEFINED = 4
+    UNUSED = 5
+    BYTE = 6
+
+
+# What a token does: a bit set derived from its type plus the by-text rules above (a token can gain CONTROL).
+# Plain ints rather than an IntFlag: they are tested for every token when loading a 150k-token vocabulary.
+_UNKNOWN, _NORMAL, _CONTROL, _USER_DEFINED, _BYTE, _UNUSED = 1, 2, 4, 8, 16, 32
+_LSTRIP, _RSTRIP = 64, 128  # a match of this special token eats the whitespace before / after it
+_TYPE_ATTR = {TokenType.NORMAL: _NORMAL, TokenType.UNKNOWN: _UNKNOWN, TokenType.CONTROL: _CONTROL,
+              TokenType.USER_DEFINED: _USER_DEFINED, TokenType.UNUSED: _UNUSED, TokenType.BYTE: _BYTE}
+# Tokens matched in the text before pre-tokenization; with parse_special=False only USER_DEFINED ones.
+_SPECIAL = _CONTROL | _USER_DEFINED | _UNKNOWN
+_HIDDEN_UNLESS_SPECIAL = _CONTROL | _UNKNOWN
+
+# Spellings llama.cpp recognises when the file does not name the token (first match in this order wins).
+_EOT_TEXTS = ("<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|end_of_text|>", "<EOT>",
+              "_<EOT>", "[EOT]", "<｜end▁of▁sentence｜>", "<end_of_utterance>")
+_EOM_TEXTS = ("<|eom_id|>",)
+_FIM_TEXTS = {
+    "fim_pre": ("<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<｜fim▁begin｜>", "<PRE>", "▁<PRE>",
+                "<|code_prefix|>", "<|prefix|>"),
+    "fim_suf": ("<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", "<｜fim▁hole｜>", "<SUF>", "▁<SUF>",
+                "<|code_suffix|>", "<|suffix|>"),
+    "fim_mid": ("<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<｜fim▁end｜>", "<MID>", "▁<MID>",
+                "<|code_middle|>", "<|middle|>"),
+    "fim_pad": ("<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]"),
+    "fim_rep": ("<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>"),
+    "fim_sep": ("<|file_sep|>",),
+}
+# Every token spelled like this ends generation.
+_EOG_TEXTS = frozenset({"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|eom_id|>",
+                        "<EOT>", "_<EOT>", "[EOT]", "[EOS]", "<|end_of_text|>", "<end_of_utterance>",
+                        "<｜end▁of▁sentence｜>"})
+
+# Pre-tokenizer names for which llama.cpp adds BOS by default, and those for which a whole word that is itself a
+# token is taken as is instead of being merged (HF `ignore_merges`).
+_BOS_BY_DEFAULT = frozenset({"llama3", "llama-v3", "llama-bpe", "falcon3", "falcon-h1", "pixtral", "midm-2.0",
+                             "lfm2", "tekken"})
+_IGNORE_MERGES = _BOS_BY_DEFAULT
+_NO_BOS = frozenset({"chatglm-bpe", "glm4"})
+
+# What C's isspace() accepts: the whitespace that LSTRIP/RSTRIP tokens swallow.
+_C_SPACE = " \t\n\v\f\r"
+_SPACE_MARK = "\u2581"  # SentencePiece's visible space
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_BYTE_TOKEN = re.compile(r"<0x([0-9A-Fa-f]{2})>")
+_WORD_CACHE_SIZE = 1 << 16
+
+
+class StreamDecoder:
+    """Turns token ids into text one id at a time, holding back an incomplete UTF-8 sequence until it completes."""
+
+    def __init__(self, tokenizer: Tokenizer, skip_special: bool = False) -> None:
+        self._tokenizer = tokenizer
+        self._skip_special = skip_special
+        self._utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
+
+    def feed(self, token_id: int) -> str:
+        """The text completed by this token: whole characters only (possibly empty)."""
+        return self._utf8.decode(self._tokenizer.token_bytes(token_id, self._skip_special))
+
+    def flush(self) -> str:
+        """End of stream: bytes still waiting for the rest of their character come out as U+FFFD."""
+        return self._utf8.decode(b"", final=True)
+
+
+class Tokenizer:
+    """Encoder/decoder for one GGUF vocabulary. Build it with `Tokenizer.from_metadata(gguf.metadata)`."""
+
+    vocab_size: int
+    bos_id: int | None
+    eos_id: int | None
+    eot_id: int | None
+    eom_id: int | None
+    unk_id: int | None
+    pad_id: int | None
+    eog_ids: frozenset[int]
+    add_bos: bool
+    add_eos: bool
+    add_space_prefix: bool
+
+    def __init__(self, *, model: str, tokens: list[str], token_types: list[int], scores: list[float],
+                 merges: list[str], pre: str, special_ids: Mapping[str, int | None], add_bos: bool | None,
+                 add_eos: bool | None, add_space_prefix: bool | None, model_name: str = "") -> None:
+        """Prefer `from_metadata`; this takes the already-extracted fields. `special_ids` maps bos, eos, eot, eom,
+        unk, pad, fim_pre, fim_suf, fim_mid, fim_pad, fim_rep, fim_sep to ids (None or absent: not given)."""
+        if model not in ("gpt2", "llama"):
+            raise TokenizerError(f"unsupported tokenizer.ggml.model={model!r}; supported: gpt2 (byte-level BPE), "
+                                 f"llama (SentencePiece BPE)")
+        n = len(tokens)
+        if n == 0:
+            raise TokenizerError("tokenizer.ggml.tokens is empty")
+        for key, values in (("token_type", token_types), ("scores", scores)):
+            if len(values) != n:
+                raise TokenizerError(f"tokenizer.ggml.{key} has {len(values)} entries for {n} tokens")
+        self._spm = model == "llama"
+        self.model = model
+        self.pre = pre
+        self.vocab_size = n
+        # llama.cpp refuses empty token texts by renaming them; that keeps them from matching everywhere.
+        self._tokens = tokens if "" not in tokens else [t or f"[EMPTY_{i}]" for i, t in enumerate(tokens)]
+        self._ids = dict(zip(self._tokens, range(n)))  # a repeated text maps to its last id, as there
+        self._scores = [float(s) for s in scores]
+        self._attrs = [_TYPE_ATTR.get(t, 0) for t in token_types]
+        self._pieces: list[bytes | None] = [None] * n
+
+        if self._spm:
+            defaults = {"bos": 1, "eos": 2, "unk": 0}
+            self.add_bos = True if add_bos is None else bool(add_bos)
+            self.add_space_prefix = True if add_space_prefix is None else bool(add_space_prefix)
+            self._byte_ids = self._find_byte_tokens()
+            self._spm_chunk = self._spm_chunker()
+            self._ranks: dict[str, int] = {}
+            self._pre = None
+        else:
+            defaults = {}
+            self.add_bos = (pre in _BOS_BY_DEFAULT) if add_bos is None else bool(add_bos)
+            self.add_space_prefix = False  # byte-level BPE never prepends a space in llama.cpp's encoder
+            self._pre = get_pre_tokenizer(pre)
+            self._ranks = self._parse_merges(merges)
+            if pre in _NO_BOS:
+                defaults["bos"] = None
+        self.add_eos = False if add_eos is None else bool(add_eos)
+        self._ignore_merges = (not self._spm) and pre in _IGNORE_MERGES
+
+        ids = {role: self._checked_id(role, special_ids.get(role), defaults.get(role))
+               for role in ("bos", "eos", "eot", "eom", "unk", "pad", *_FIM_TEXTS)}
+        if ids["eot"] is None:
+            ids["eot"] = self._find_by_text(_EOT_TEXTS)
+        if ids["eom"] is None:
+            ids["eom"] = self._find_by_text(_EOM_TEXTS)
+        for role, texts in _FIM_TEXTS.items():
+            if ids[role] is None:
+                ids[role] = self._find_by_text(texts)
+        self.bos_id, self.eos_id, self.eot_id, self.eom_id = ids["bos"], ids["eos"], ids["eot"], ids["eom"]
+        self.unk_id, self.pad_id = ids["unk"], ids["pad"]
+        self.fim_ids = {role: ids[role] for role in _FIM_TEXTS}
+        self.eog_ids = self._end_of_generation_ids(ids)
+        if "phi-3" in model_name.lower() or "phi3" in model_name.lower():
+            self._phi3_strip_rules()
+        # Longest first; ties by id so the order is deterministic.
+        self._special_ids = sorted((i for i in range(n) if self._attrs[i] & _SPECIAL),
+                                   key=lambda i: (-len(self._tokens[i]), i))
+        self._word_ids = functools.lru_cache(maxsize=_WORD_CACHE_SIZE)(
+            self._spm_chunk_ids if self._spm else self._bpe_word_ids)
+
+    # ----------------------------------------------------------------------------------------------- building
+
+    @classmethod
+    def from_metadata(cls, metadata: Mapping[str, object]) -> Tokenizer:
+        """Build from a GGUF metadata dict (`tokenizer.ggml.*` keys; arrays as lists, strings as str)."""
+        def get(key: str, default: object = None) -> object:
+            return metadata.get("tokenizer.ggml." + key, default)
+
+        model = get("model")
+        tokens = get("tokens")
+        if not isinstance(model, str):
+            raise TokenizerError("the GGUF has no tokenizer.ggml.model: it carries no vocabulary")
+        if not isinstance(tokens, list):
+            raise TokenizerError("the GGUF has no tokenizer.ggml.tokens array")
+        n = len(tokens)
+        merges = get("merges")
+        if model == "gpt2" and not isinstance(merges, list):
+            raise TokenizerError("tokenizer.ggml.model is gpt2 but tokenizer.ggml.merges is missing")
+        pre = get("pre")
+        if model == "gpt2" and not pre:
+            pre = "default"  # what llama.cpp falls back to (with a loud warning about degraded quality)
+        special_keys = {"bos": "bos_token_id", "eos": "eos_token_id", "eot": "eot_token_id",
+                        "eom": "eom_token_id", "unk": "unknown_token_id", "pad": "padding_token_id",
+                        "fim_pre": "fim_pre_token_id", "fim_suf": "fim_suf_token_id",
+                        "fim_mid": "fim_mid_token_id", "fim_pad": "fim_pad_token_id",
+                        "fim_rep": "fim_rep_token_id", "fim_sep": "fim_sep_token_id"}
+        legacy_fim = {"fim_pre": "prefix_token_id", "fim_suf": "suffix_token_id", "fim_mid": "middle_token_id"}
+        special_ids: dict[str, int | None] = {}
+        for role, key in special_keys.items():
+            value = get(key, get(legacy_fim[role]) if role in legacy_fim else None)
+            special_ids[role] = value if isinstance(value, int) and not isinstance(value, bool) else None
+
+        def flag(key: str) -> bool | None:
+            value = get(key)
+            return value if isinstance(value, bool) else None
+
+        name = metadata.get("general.name")
+        return cls(model=model, tokens=[str(t) for t in tokens],
+                   token_types=list(get("token_type") or [TokenType.NORMAL] * n),
+                   scores=list(get("scores") or [0.0] * n),
+                   merges=list(merges) if isinstance(merges, list) else [], pre=str(pre or ""),
+                   special_ids=special_ids, add_bos=flag("add_bos_token"), add_eos=flag("add_eos_token"),
+                   add_space_prefix=flag("add_space_prefix"), model_name=name if isinstance(name, str) else "")
+
+    def _checked_id(self, role: str, value: int | None, default: int | None) -> int | None:
+        # llama.cpp ignores an out-of-range id and keeps its default; so do we.
+        if value is not None and 0 <= value < self.vocab_size:
+            return value
+        return default if default is not None and default < self.vocab_size else None
+
+    def _find_by_text(self, texts: Iterable[str]) -> int | None:
+        for text in texts:
+            tid = self._ids.get(text)
+            if tid is not None:
+                self._attrs[tid] |= _CONTROL
+                return tid
+        return None
+
+    def _end_of_generation_ids(self, ids: Mapping[str, int | None]) -> frozenset[int]:
+        eog = {ids[role] for role in ("fim_pad", "fim_rep", "fim_sep", "eos", "eot", "eom")}
+        for text in _EOG_TEXTS:
+            tid = self._ids.get(text)
+            if tid is not None:
+                self._attrs[tid] |= _CONTROL
+                eog.add(tid)
+        eog.discard(None)
+        return frozenset(eog)  # type: ignore[arg-type]  # None was discarded
+
+    def _phi3_strip_rules(self) -> None:
+        # Phi-3's special tokens swallow the whitespace after them (except <unk>, <s>, <|endoftext|>).
+        for tid in range(self.vocab_size):
+            if self._attrs[tid] & _SPECIAL:
+                self._attrs[tid] |= _RSTRIP
+        for text, on in (("</s>", True), ("<unk>", False), ("<s>", False), ("<|endoftext|>", False)):
+            tid = self._ids.get(text)
+            if tid is not None:
+                self._attrs[tid] = (self._attrs[tid] | _RSTRIP) if on else (self._attrs[tid] & ~_RSTRIP)
+
+    @staticmethod
+    def _parse_merges(merges: list[str]) -> dict[str, int]:
+        """Merge line -> rank, the first occurrence winning.
+
+        Keyed by the line itself and looked up as `left + " " + right`: byte-level symbols never contain a space,
+        so that finds exactly the pairs llama.cpp finds by splitting each line at its first space after the first
+        character, without splitting 50k-300k lines at load time."""
+        return dict(zip(reversed(merges), range(len(merges) - 1, -1, -1)))
+
+    def _find_byte_tokens(self) -> list[int | None]:
+        """For each byte, the token that spells it: `<0xNN>`, else the one-character token for an ASCII byte."""
+        out: list[int | None] = []
+        for b in range(256):
+            tid = self._ids.get(f"<0x{b:02X}>")
+            if tid is None and b < 0x80:
+                tid = self._ids.get(chr(b))
+            out.append(tid)
+        return out
+
+    def _spm_chunker(self) -> re.Pattern[str] | None:
+        """A splitter into independent merge units, or None when the vocabulary forbids splitting.
+
+        SentencePiece merging has no pre-tokenizer: it runs over the whole text. But if no token contains "▁"
+        right after another character, no merge can ever cross the start of a "▁" run that follows other
+        characters, so text can be cut there and each piece merged (and cached) on its own with the same result.
+        """
+        glued = re.compile("[^" + _SPACE_MARK + "]" + _SPACE_MARK)
+        if any(glued.search(t) for t in self._tokens):
+            return None
+        return re.compile(_SPACE_MARK + "*[^" + _SPACE_MARK + "]*")
+
+    # ----------------------------------------------------------------------------------------------- encoding
+
+    def encode(self, text: str, add_bos: bool = False, parse_special: bool = False,
+               add_eos: bool = False) -> list[int]:
+        """Token ids for `text`. `add_bos`/`add_eos` put BOS/EOS around them (callers usually pass
+        `tokenizer.add_bos`); `parse_special` lets CONTROL tokens such as `<|im_start|>` be written in the text."""
+        ids: list[int] = []
+        if add_bos:
+            ids.append(self._require(self.bos_id, "BOS"))
+        if _SURROGATE.search(text):
+            # A lone surrogate cannot be UTF-8; llama.cpp reads undecodable input as U+FFFD, so do we.
+            text = _SURROGATE.sub("\ufffd", text)
+        prev_special = True
+        for fragment in self._partition(text, parse_special):
+            if isinstance(fragment, int):
+                ids.append(fragment)
+                prev_special = True
+            elif self._spm:
+                if self.add_space_prefix and prev_special:
+                    fragment = " " + fragment
+                self._encode_spm(fragment.replace(" ", _SPACE_MARK), ids)
+                prev_special = False
+            else:
+                word_ids = self._word_ids
+                for word in self._pre.split(fragment):  # type: ignore[union-attr]  # set for gpt2
+                    ids.extend(word_ids(word))
+        if add_eos:
+            ids.append(self._require(self.eos_id, "EOS"))
+        return ids
+
+    def _require(self, tid: int | None, what: str) -> int:
+        if tid is None:
+            raise TokenizerError(f"this vocabulary has no {what} token")
+        return tid
+
+    def _partition(self, text: str, parse_special: bool) -> list[str | int]:
+        """Split out special tokens: plain-text strings and special token ids, in order."""
+        if not text:
+            return []
+        fragments: list[str | int] = [text]
+        for tid in self._special_ids:
+            attr = self._attrs[tid]
+            if not parse_special and attr & _HIDDEN_UNLESS_SPECIAL:
+                continue
+            token = self._tokens[tid]
+            if token not in text:
+                continue
+            out: list[str | int] = []
+            for fragment in fragments:
+                if isinstance(fragment, int) or token not in fragment:
+                    out.append(fragment)
+                else:
+                    _split_on(fragment, token, tid, bool(attr & _LSTRIP), bool(attr & _RSTRIP), out)
+            fragments = out
+        return fragments
+
+    def _bpe_word_ids(self, word: str) -> tuple[int, ...]:
+        spelled = byte_level(word)
+        ids = self._ids
+        if self._ignore_merges:
+            whole = ids.get(spelled)
+            if whole is not None:
+                return (whole,)
+        out: list[int] = []
+        for symbol in merge_by_rank(list(spelled), self._ranks):
+            tid = ids.get(symbol)
+            if tid is not None:
+                out.append(tid)
+            else:
+                # A merge whose result is not a token, or a byte the vocabulary lacks: llama.cpp keeps only the
+                # ASCII characters that are tokens by themselves and drops the rest.
+                out.extend(ids[ch] for ch in symbol if ch < "\x80" and ch in ids)
+        return tuple(out)
+
+    def _encode_spm(self, text: str, ids: list[int]) -> None:
+        if self._spm_chunk is None:
+            ids.extend(self._spm_chunk_ids(text))
+            return
+        word_ids = self._word_ids
+        for chunk in self._spm_chunk.findall(text):
+            if chunk:
+                ids.extend(word_ids(chunk))
+
+    def _spm_chunk_ids(self, text: str) -> tuple[int, ...]:
+        out: list[int] = []
+        for symbol in merge_by_score(list(text), self._ids, self._scores):
+            tid = self._ids.get(symbol)
+            if tid is not None:
+                out.append(tid)
+                continue
+            for b in symbol.encode("utf-8"):
+                byte_id = self._byte_ids[b]
+                if byte_id is None:
+                    byte_id = self.unk_id
+                if byte_id is None:
+                    raise TokenizerError(f"cannot encode {symbol!r}: the vocabulary has neither a <0x{b:02X}> "
+                                         f"byte token nor an unknown token")
+                out.append(byte_id)
+        return tuple(out)
+
+    # ----------------------------------------------------------------------------------------------- decoding
+
+    def token_text(self, token_id: int) -> str:
+        """The token as stored in the vocabulary (byte-level or ▁-spelled; not the decoded text)."""
+        self._check_id(token_id)
+        return self._tokens[token_id]
+
+    def token_id(self, text: str) -> int | None:
+        """The id of the token stored as `text`, if any (the inverse of `token_text`)."""
+        return self._ids.get(text)
+
+    def is_control(self, token_id: int) -> bool:
+        """Whether the token is CONTROL or UNKNOWN: hidden by `skip_special`, matched only with `parse_special`."""
+        self._check_id(token_id)
+        return bool(self._attrs[token_id] & _HIDDEN_UNLESS_SPECIAL)
+
+    def token_bytes(self, token_id: int, skip_special: bool = False) -> bytes:
+        """The bytes this token contributes to decoded text (may be part of a UTF-8 character)."""
+        self._check_id(token_id)
+        if skip_special and self._attrs[token_id] & _HIDDEN_UNLESS_SPECIAL:
+            return b""
+        piece = self._pieces[token_id]
+        if piece is None:
+            piece = self._pieces[token_id] = self._piece(token_id)
+        return piece
+
+    def _piece(self, tid: int) -> bytes:
+        attr, text = self._attrs[tid], self._tokens[tid]
+        if attr & (_HIDDEN_UNLESS_SPECIAL | _USER_DEFINED):
+            return text.encode("utf-8")
+        if self._spm:
+            if attr & _NORMAL:
+                return text.replace(_SPACE_MARK, " ").encode("utf-8")
+            if attr & _BYTE:
+                m = _BYTE_TOKEN.fullmatch(text)
+                return bytes([int(m.group(1), 16)]) if m else b""
+            return b""
+        if attr & _NORMAL:
+            # A character outside GPT-2's byte alphabet cannot come from our encoder; keep it as its own UTF-8.
+            return b"".join(bytes([UNICODE_TO_BYTE[ch]]) if ch in UNICODE_TO_BYTE else ch.encode("utf-8")
+                            for ch in text)
+        return b""
+
+    def decode(self, ids: Iterable[int], skip_special: bool = False) -> str:
+        """Text for `ids`; invalid or truncated UTF-8 becomes U+FFFD. CONTROL tokens are written as their text
+        unless `skip_special`. For SentencePiece vocabularies with `add_space_prefix` the space that `encode` put
+        in front of the text (at the start, or after a leading BOS) is removed again."""
+        ids = list(ids)
+        parts = [self.token_bytes(tid, skip_special) for tid in ids]
+        if self._spm and self.add_space_prefix and parts:
+            first = 1 if ids[0] == self.bos_id and len(ids) > 1 else 0
+            if parts[first].startswith(b" ") and self._attrs[ids[first]] & _NORMAL:
+                parts[first] = parts[first][1:]
+        return b"".join(parts).decode("utf-8", errors="replace")
+
+    def stream_decoder(self, skip_special: bool = False) -> StreamDecoder:
+        """An incremental decoder for generated tokens (no prefix space is removed: they continue a prompt)."""
+        return StreamDecoder(self, skip_special)
+
+    def _check_id(self, token_id: int) -> None:
+        if not 0 <= token_id < self.vocab_size:
+            raise TokenizerError(f"token id {token_id} is outside the vocabulary (size {self.vocab_size})")
+
+    def __repr__(self) -> str:
+        kind = "SentencePiece BPE" if self._spm else f"byte-level BPE, pre={self.pre!r}"
+        return f"Tokenizer({kind}, {self.vocab_size} tokens, bos={self.bos_id}, eos={self.eos_id})"
+
+
+def _split_on(fragment: str, token: str, tid: int, lstrip: bool, rstrip: bool, out: list[str | int]) -> None:
+    """Append `fragment` to `out` with every occurrence of `token` replaced by `tid` (left to right, no overlap)."""
+    base, end = 0, len(fragment)
+    while base < end:
+        at = fragment.find(token, base)
+        if at < 0:
+            break
+        left_end = at
+        if lstrip:
+            while left_end > base and fragment[left_end - 1] in _C_SPACE:
+                left_end -= 1
+        if left_end > base:
+            out.append(fragment[base:left_end])
+        out.append(tid)
+        base = at + len(token)
+        if rstrip:
+            while base < end and fragment[base] in _C_SPACE:
+                base += 1
+    if base < end:
+        out.append(fragment[base:])
