@@ -4,6 +4,14 @@ These are the only functions that know kernel bindings and `Params` layouts (see
 """
 from __future__ import annotations
 
+import math
+import struct
+import weakref
+from dataclasses import dataclass
+
+from ..ggml_types import GGMLType
+from .device import Buffer
+from .kvlayout import BLOCK_TOKENS
 from .recorder import Act, Recorder, cdiv
 from .tensors import Weight
 
@@ -16,8 +24,11 @@ def token_tile(rows: int) -> int:
 
 
 def matmul(rec: Recorder, w: Weight, x: Act, y: Act, *, y_offset: int = 0, mode: int = 0, bias=None,
-           bias_offset: int = 0, n: int | None = None) -> None:
-    """y[:, y_offset:y_offset+n] (=, +=) x @ W^T; mode 2 computes silu(x @ Wg^T) * (x @ Wu^T) over stacked [Wg; Wu]."""
+           bias_offset: int = 0, rows_from=None) -> None:
+    """y[:, y_offset:y_offset+n] (=, +=) x @ W^T; mode 2 computes silu(x @ Wg^T) * (x @ Wu^T) over stacked [Wg; Wu].
+
+    The number of rows of x to compute is the first u32 of `rows_from` (default: the step's token count).
+    """
     assert x.cols == w.k, (w.name, x.cols, w.k)
     glu_rows = w.rows // 2 if mode == 2 else 0
     if mode == 2 and len(w.parts) > 1:
@@ -29,7 +40,7 @@ def matmul(rec: Recorder, w: Weight, x: Act, y: Act, *, y_offset: int = 0, mode:
         n_out = glu_rows if mode == 2 else part.rows
         params = rec.params(w.name, "8I", w.k, n_out, w.row_bytes, x.cols, y.cols, y_offset + part.row_start,
                             glu_rows, bias_offset + part.row_start)
-        rec.add(kernel, (params, rec.step, part.buffer, x.buffer, y.buffer, bias or rec.empty()),
+        rec.add(kernel, (params, rows_from or rec.step, part.buffer, x.buffer, y.buffer, bias or rec.empty()),
                 (cdiv(n_out, WG), cdiv(x.rows, tt), 1))
 
 
@@ -39,3 +50,207 @@ def embed(rec: Recorder, w: Weight, tokens, y: Act, scale: float = 1.0) -> None:
     for part in w.parts:
         params = rec.params(w.name, "4If", w.k, w.row_bytes, part.row_start, part.rows, scale)
         rec.add(kernel, (params, rec.step, part.buffer, tokens, y.buffer), (cdiv(w.k // 32, 64), y.rows, 1))
+
+
+STORE, ADD, GLU = 0, 1, 2  # matmul modes: y = Wx, y += Wx, y = silu(W_gate x) * (W_up x)
+
+
+def gather_rows(rec: Recorder, x: Act, rows, y: Act) -> None:
+    """y[i] = x[rows[i]] for the first step-out-count rows; picks the tokens whose logits are wanted."""
+    kernel = rec.kernels.get("gather.wgsl")
+    params = rec.params("gather", "4I", x.cols, 0, 0, 0)
+    rec.add(kernel, (params, rec.out_step, x.buffer, rows, y.buffer), (cdiv(x.cols, 64), y.rows, 1))
+
+
+def mul_silu(rec: Recorder, gate: Act, up: Act) -> None:
+    """gate = silu(gate) * up, in place; used when gate and up weights could not be stacked into one matmul."""
+    kernel = rec.kernels.get("glu.wgsl")
+    params = rec.params("glu", "4I", gate.cols, 0, 0, 0)
+    rec.add(kernel, (params, rec.step, gate.buffer, up.buffer), (cdiv(gate.cols, 64), gate.rows, 1))
+
+
+# -- normalisation, rotary embedding, attention and sampling ---------------------------------------------------------
+
+NORM_WG = 64  # invocations per RMSNorm workgroup (one workgroup per token and segment)
+ATTN_WG = 32  # invocations per attention workgroup; small, so one decode token still fills several workgroups
+ATTN_PARALLEL = 1024  # (token, head, range) invocations attention aims for before it stops cutting ranges
+ATTN_MIN_RANGE = 64  # positions per range below which cutting a context further costs more than it gains
+TOPK_WG = 16  # invocations per top-k scan workgroup; a row has only tens of chunks
+TOPK_MAX = 64
+
+
+def _vector(v: Weight | Buffer, n: int, what: str) -> Buffer:
+    """The buffer of an f32 vector of `n` elements given as an uploaded weight or a plain buffer."""
+    if isinstance(v, Weight):
+        if v.type != GGMLType.F32 or v.k * v.rows != n or len(v.parts) != 1:
+            raise ValueError(f"{what} '{v.name}' must be one F32 vector of {n} elements, not {v.type.name} "
+                             f"{v.rows}x{v.k}")
+        return v.parts[0].buffer
+    if v.size < 4 * n:
+        raise ValueError(f"{what} '{v.label}' holds {v.size} bytes; {n} f32 values need {4 * n}")
+    return v
+
+
+def rmsnorm(rec: Recorder, x: Act, weight: Weight | Buffer, y: Act, eps: float, *, dim: int | None = None,
+            groups: int = 1, offset: int = 0) -> None:
+    """y = x / sqrt(mean(x^2) + eps) * weight over each of `groups` segments of `dim` elements (default: the whole
+    row) starting at column `offset` of every token; several segments give per-head norms. `y` may be `x`."""
+    dim = x.cols if dim is None else dim
+    if offset + groups * dim > min(x.cols, y.cols):
+        raise ValueError(f"rmsnorm of {groups} x {dim} elements at column {offset} overruns rows of {x.cols}/{y.cols}")
+    in_place = x.buffer is y.buffer
+    if in_place and x.cols != y.cols:
+        raise ValueError("an in-place rmsnorm needs x and y to be the same activation")
+    kernel = rec.kernels.get("rmsnorm.wgsl", WG=NORM_WG, SRC="y" if in_place else "x")
+    params = rec.params("rmsnorm", "5If", dim, groups, offset, x.cols, y.cols, eps)
+    bindings = (params, rec.step, _vector(weight, dim, "norm weight"), y.buffer) + (() if in_place else (x.buffer,))
+    rec.add(kernel, bindings, (groups, x.rows, 1))
+
+
+def rope_turns(rope_dim: int, freq_base: float, freq_scale: float = 1.0) -> list[int]:
+    """Per rotated pair i, turns per position freq_scale * freq_base^(-2i/rope_dim) / 2pi as a fraction of 2^64.
+
+    Computed here in double precision so that the shader's integer arithmetic reduces pos * frequency modulo one
+    turn exactly, however large the position.
+    """
+    turns = []
+    for i in range(rope_dim // 2):
+        f = freq_scale * freq_base ** (-2.0 * i / rope_dim) / (2.0 * math.pi)
+        if not 0.0 <= f < 1.0:
+            raise ValueError(f"rope frequency {f} turns per position is outside [0, 1)")
+        turns.append(min(round(f * 2.0 ** 64), 2 ** 64 - 1))
+    return turns
+
+
+def rope_store(rec: Recorder, qkv: Act, tokens: Buffer, k_cache: Buffer, v_cache: Buffer, block_table: Buffer, *,
+               n_head: int, n_kv_head: int, head_dim: int, rope_dim: int, freq_base: float, freq_scale: float = 1.0,
+               neox: bool, freqs: Weight | Buffer | None = None, max_blocks: int) -> None:
+    """Rotate q and k of every token in place in `qkv` and store k and v in the paged cache at the token's position.
+
+    `freqs` holds rope_dim/2 divisors of the angles (llama3-style `rope_freqs.weight`).
+    """
+    if qkv.cols != (n_head + 2 * n_kv_head) * head_dim:
+        raise ValueError(f"qkv rows of {qkv.cols} do not hold {n_head} + 2 x {n_kv_head} heads of {head_dim}")
+    if head_dim % 2 or rope_dim % 2 or not 0 < rope_dim <= head_dim:
+        raise ValueError(f"rope over {rope_dim} of {head_dim} dimensions: both must be even, rope_dim <= head_dim")
+    words = []
+    for f in rope_turns(rope_dim, freq_base, freq_scale):
+        words += [f & 0xFFFFFFFF, f >> 32]
+    words += [0] * (-len(words) % 4)
+    kernel = rec.kernels.get("rope_store.wgsl", FREQ_VEC4=len(words) // 4, HAS_FACTORS=str(freqs is not None).lower(),
+                             BLOCK_TOKENS=BLOCK_TOKENS)
+    params = rec.params("rope", f"8I{len(words)}I", n_head, n_kv_head, head_dim, rope_dim, qkv.cols, max_blocks,
+                        int(neox), 0, *words)
+    factors = rec.empty() if freqs is None else _vector(freqs, rope_dim // 2, "rope frequency factors")
+    heads = n_head + 2 * n_kv_head
+    rec.add(kernel, (params, rec.step, qkv.buffer, tokens, k_cache, v_cache, block_table, factors),
+            (cdiv(heads * head_dim // 2, 64), qkv.rows, 1))
+
+
+def attention_splits(rows: int, n_head: int, max_context: int) -> int:
+    """Ranges to cut each token's positions into: enough to occupy the device when few tokens run (decode), one
+    when tokens alone do (prefill), never ranges shorter than ATTN_MIN_RANGE positions of the longest context."""
+    by_work = cdiv(ATTN_PARALLEL, rows * n_head)
+    return max(1, min(by_work, cdiv(max_context, ATTN_MIN_RANGE), 64))
+
+
+def attention(rec: Recorder, qkv: Act, tokens: Buffer, k_cache: Buffer, v_cache: Buffer, block_table: Buffer,
+              out: Act, *, n_head: int, n_kv_head: int, head_dim: int, scale: float, max_blocks: int,
+              max_context: int, window: int = 0, softcap: float = 0.0, splits: int | None = None) -> None:
+    """out[t, h] = causal softmax(q_t,h . K * scale) V over the token's own sequence in the paged cache.
+
+    `window` > 0 limits a token at position p to positions > p - window; `softcap` > 0 squashes scores with
+    softcap * tanh(score / softcap). `splits` overrides the number of ranges per token (attention_splits).
+    """
+    if qkv.cols != (n_head + 2 * n_kv_head) * head_dim or out.cols < n_head * head_dim:
+        raise ValueError(f"attention over {n_head}/{n_kv_head} heads of {head_dim}: qkv has {qkv.cols} columns, "
+                         f"out {out.cols}")
+    if n_head % n_kv_head or head_dim % 4 or out.cols % 4:
+        raise ValueError(f"attention needs n_kv_head | n_head ({n_kv_head}, {n_head}) and multiples of 4 "
+                         f"(head_dim {head_dim}, out columns {out.cols})")
+    n_splits = splits or attention_splits(qkv.rows, n_head, max_context)
+    hd4 = head_dim // 4
+    record_bytes = (hd4 + 1) * 16
+    n_splits = max(1, min(n_splits, rec.device.info.max_binding_size // (qkv.rows * n_head * record_bytes)))
+    kernel = rec.kernels.get("attention.wgsl", HD4=hd4, WG=ATTN_WG, BLOCK_TOKENS=BLOCK_TOKENS)
+    params = rec.params("attention", "8I2f", n_head, n_kv_head, qkv.cols, out.cols, max_blocks, window, n_splits, 0,
+                        scale, softcap)
+    dst = out.buffer if n_splits == 1 else _scratch(rec, qkv.rows * n_head * n_splits * record_bytes)
+    rec.add(kernel, (params, rec.step, qkv.buffer, tokens, k_cache, v_cache, block_table, dst),
+            _grid_1d(qkv.rows * n_head * n_splits, ATTN_WG))
+    if n_splits > 1:
+        combine = rec.kernels.get("attention_combine.wgsl", HD4=hd4)
+        params = rec.params("attention_combine", "3I", n_head, out.cols, n_splits)
+        rec.add(combine, (params, rec.step, dst, out.buffer), (cdiv(n_head * hd4, 64), qkv.rows, 1))
+
+
+def topk_words(k: int) -> int:
+    """u32 words of one row's top-k record (see shaders/topk.wgsl): max, sum of exp, 2 spare, k (value, index)."""
+    return 4 + 2 * k
+
+
+def topk_chunk(vocab: int, k: int) -> int:
+    """Logits each first-pass invocation scans: about sqrt(vocab * k), which balances the scan of one chunk
+    against the merge of all chunks' candidates."""
+    return min(vocab, max(256, 1 << math.ceil(math.log2(math.sqrt(vocab * max(k, 4))))))
+
+
+def topk(rec: Recorder, logits: Act, out: Buffer, k: int) -> None:
+    """For each of the first min(logits.rows, step tokens) rows: the k largest logits with their indices (ties to
+    the lower index), the row max and sum(exp(logit - max)); `out` holds topk_words(k) u32 per row (read_topk)."""
+    if not 1 <= k <= min(TOPK_MAX, logits.cols):
+        raise ValueError(f"top-k needs 1 <= k <= {min(TOPK_MAX, logits.cols)}, not {k}")
+    if out.size < logits.rows * topk_words(k) * 4:
+        raise ValueError(f"top-k output '{out.label}' is {out.size} bytes; {logits.rows} rows need "
+                         f"{logits.rows * topk_words(k) * 4}")
+    chunk = topk_chunk(logits.cols, k)
+    n_chunks = cdiv(logits.cols, chunk)
+    scan = rec.kernels.get("topk.wgsl", K=k, PASS=1, WG=TOPK_WG)
+    params = rec.params("topk.scan", "4I", logits.rows, logits.cols, logits.cols, chunk)
+    parts = out if n_chunks == 1 else _scratch(rec, logits.rows * n_chunks * topk_words(k) * 4)
+    rec.add(scan, (params, rec.step, logits.buffer, parts), (cdiv(n_chunks, TOPK_WG), logits.rows, 1))
+    if n_chunks > 1:
+        merge = rec.kernels.get("topk.wgsl", K=k, PASS=2, WG=1)
+        params = rec.params("topk.merge", "4I", logits.rows, n_chunks, 0, 0)
+        rec.add(merge, (params, rec.step, parts, out), (1, logits.rows, 1))
+
+
+@dataclass(frozen=True)
+class TopK:
+    """One row's candidates: probabilities are exp(value - max) / sum_exp."""
+
+    max: float
+    sum_exp: float
+    values: tuple[float, ...]
+    indices: tuple[int, ...]
+
+
+def read_topk(data: bytes, k: int, rows: int = 1) -> list[TopK]:
+    """Decode `rows` records of a top-k output buffer, dropping the empty entries of rows with fewer candidates."""
+    words = topk_words(k)
+    result = []
+    for r in range(rows):
+        m, s = struct.unpack_from("<2f", data, r * words * 4)
+        pairs = struct.unpack_from(f"<{2 * k}I", data, (r * words + 4) * 4)
+        values = struct.unpack(f"<{k}f", struct.pack(f"<{k}I", *pairs[0::2]))
+        n = next((j for j, i in enumerate(pairs[1::2]) if i == 0xFFFFFFFF), k)
+        result.append(TopK(m, s, values[:n], pairs[1::2][:n]))
+    return result
+
+
+# Buffers for partial results that the next dispatch consumes, shared by all such dispatches of one program
+# (dispatches run in order, so one buffer serves every layer).
+_scratches: weakref.WeakKeyDictionary[Recorder, Buffer] = weakref.WeakKeyDictionary()
+
+
+def _scratch(rec: Recorder, nbytes: int) -> Buffer:
+    buf = _scratches.get(rec)
+    if buf is None or buf.size < nbytes:
+        buf = _scratches[rec] = rec.device.buffer(nbytes, "scratch")
+    return buf
+
+
+def _grid_1d(invocations: int, wg: int) -> tuple[int, int, int]:
+    """A grid of at least `invocations`, folded into y when x would pass the 65535-workgroup limit."""
+    groups = cdiv(invocations, wg)
+    return (groups, 1, 1) if groups <= 65535 else (65535, cdiv(groups, 65535), 1)

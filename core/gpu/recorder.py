@@ -20,13 +20,15 @@ class Act:
 class Recorder:
     """Collects dispatches; every dispatch gets its own small uniform `Params` buffer, written once here.
 
-    `step` is the uniform shared by all dispatches of a program that holds what changes per step (the token count).
+    `step` and `out_step` are uniforms shared by all dispatches of a program, rewritten each step: their first u32 is
+    the number of tokens in the step, and the number of rows that produce logits.
     """
 
-    def __init__(self, device: Device, kernels: Kernels, step: Buffer):
+    def __init__(self, device: Device, kernels: Kernels, step: Buffer, out_step: Buffer | None = None):
         self.device = device
         self.kernels = kernels
         self.step = step
+        self.out_step = out_step
         self.dispatches: list[Dispatch] = []
         self._empty: Buffer | None = None
 

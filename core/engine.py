@@ -1,0 +1,123 @@
+"""Runs forward steps of a model over several sequences at once: prefill chunks and batched decode in one shape.
+
+A step feeds each participating sequence some tokens at its next positions. The engine packs them into the
+token buffer, makes sure their KV blocks exist, and replays the program recorded for that many tokens (programs
+are recorded once per token-count bucket and logits-row bucket, then reused). Per step the host writes only the
+token list, two counts and (when they changed) the block tables.
+"""
+from __future__ import annotations
+
+import struct
+import time
+from array import array
+from dataclasses import dataclass
+
+from .config import ModelConfig
+from .errors import ContextOverflowError, LLMChatError
+from .gpu import ops
+from .gpu.device import Device, Program
+from .gpu.kernels import Kernels
+from .gpu.recorder import Act, Recorder
+from .kv_cache import KVCache
+from .models.llama import Activations
+
+
+@dataclass
+class Feed:
+    """Tokens for one sequence in one step, starting at position `start`."""
+
+    slot: int
+    tokens: list[int]
+    start: int
+    all_logits: bool = False  # logits for every fed token (perplexity) instead of the last one only
+
+
+def bucket(n: int) -> int:
+    """The smallest power of two ≥ n: programs exist per bucket, so a handful cover every step size."""
+    return 1 << max(0, n - 1).bit_length()
+
+
+class Engine:
+    def __init__(self, model, device: Device, kernels: Kernels, *, context: int, n_slots: int = 1,
+                 max_tokens_per_step: int = 64):
+        self.model = model
+        self.config: ModelConfig = model.config
+        self.device = device
+        self.kernels = kernels
+        self.context = context
+        self.kv = KVCache(device, self.config, n_slots=n_slots, context=context)
+        self.max_step = bucket(max_tokens_per_step)
+        self.step_buf = device.buffer(16, "step", uniform=True)
+        self.out_buf = device.buffer(16, "out_step", uniform=True)
+        rec = self._recorder()
+        split_ffn = len(model.blk[0].ffn_gate_up) > 1
+        self.acts = Activations.create(rec, self.config, self.max_step, self.max_step, split_ffn)
+        self.logits = rec.act("logits", self.max_step, self.config.vocab_size)
+        self._programs: dict[tuple[int, int], Program] = {}
+        self.stats = {"steps": 0, "tokens": 0, "host_s": 0.0}
+
+    def _recorder(self) -> Recorder:
+        return Recorder(self.device, self.kernels, self.step_buf, self.out_buf)
+
+    def program(self, rows: int, out_rows: int) -> Program:
+        key = (rows, out_rows)
+        prog = self._programs.get(key)
+        if prog is None:
+            rec = self._recorder()
+            a = self.acts
+            acts = Activations(tokens=a.tokens, out_rows=a.out_rows, x=_rows(a.x, rows), h=_rows(a.h, rows),
+                               qkv=_rows(a.qkv, rows), attn=_rows(a.attn, rows), ff=_rows(a.ff, rows),
+                               up=_rows(a.up, rows) if a.up else None, last=_rows(a.last, out_rows),
+                               last_norm=_rows(a.last_norm, out_rows))
+            self.model.record(rec, acts, self.kv, _rows(self.logits, out_rows))
+            prog = self._programs[key] = rec.finish()
+        return prog
+
+    def dispatches_per_step(self, rows: int = 1, out_rows: int = 1) -> int:
+        return len(self.program(bucket(rows), bucket(out_rows)))
+
+    def step(self, feeds: list[Feed]) -> list[list[float]]:
+        """Run one forward step; returns, per feed, the logits rows it asked for (flattened row-major lists)."""
+        t0 = time.perf_counter()
+        n = sum(len(f.tokens) for f in feeds)
+        if not 0 < n <= self.max_step:
+            raise LLMChatError(f"a step takes 1..{self.max_step} tokens, got {n}")
+        tokens = array("I")
+        out_rows = array("I")
+        vocab = self.config.vocab_size
+        for f in feeds:
+            end = f.start + len(f.tokens)
+            if end > self.context:
+                raise ContextOverflowError(f"sequence needs {end} positions; the context holds {self.context}")
+            self.kv.reserve(f.slot, end)
+            first = len(tokens) // 4
+            for i, tok in enumerate(f.tokens):
+                if not 0 <= tok < vocab:
+                    raise LLMChatError(f"token id {tok} is outside the vocabulary (0..{vocab - 1})")
+                tokens.extend((tok, f.start + i, f.slot, 0))
+            rows = range(first, first + len(f.tokens)) if f.all_logits else [first + len(f.tokens) - 1]
+            out_rows.extend(rows)
+        n_out = len(out_rows)
+        if n_out > self.max_step:
+            raise LLMChatError(f"a step returns at most {self.max_step} logits rows, asked for {n_out}")
+        self.kv.sync()
+        dev = self.device
+        dev.write(self.acts.tokens, tokens.tobytes())
+        dev.write(self.acts.out_rows, out_rows.tobytes())
+        dev.write(self.step_buf, struct.pack("<4I", n, 0, 0, 0))
+        dev.write(self.out_buf, struct.pack("<4I", n_out, 0, 0, 0))
+        dev.run(self.program(bucket(n), bucket(n_out)))
+        self.stats["host_s"] += time.perf_counter() - t0
+        data = array("f", dev.read(self.logits.buffer, 0, n_out * vocab * 4))
+        self.stats["steps"] += 1
+        self.stats["tokens"] += n
+        result, i = [], 0
+        for f in feeds:
+            k = len(f.tokens) if f.all_logits else 1
+            result.append(data[i * vocab:(i + k) * vocab])
+            i += k
+        return result
+
+
+def _rows(a: Act, rows: int) -> Act:
+    return Act(a.buffer, rows, a.cols)

@@ -1,0 +1,175 @@
+"""The Llama family (Llama 2/3.x, SmolLM, TinyLlama, Mistral, Qwen2) as one recorded forward pass.
+
+Pre-norm decoder: x = embed(tokens); per block
+    x += Wo · attention(rope(Wq · norm(x)), rope(Wk · norm(x)), Wv · norm(x))
+    x += Wdown · (silu(Wgate · norm(x)) * (Wup · norm(x)))
+then logits = Woutput · norm(x). Qwen2 adds biases to q, k and v. Attribute names are the GGUF tensor names.
+
+Q, K and V are stacked into one weight (one dispatch) when they share a quant type, as are gate and up.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..config import ModelConfig
+from ..errors import GGUFError
+from ..gguf import GGUFFile
+from ..gpu import ops
+from ..gpu.device import Buffer, Device
+from ..gpu.recorder import Act, Recorder
+from ..gpu.tensors import Weight, upload_weight
+
+
+@dataclass
+class Block:
+    attn_norm: Buffer
+    attn_qkv: list[Weight]  # one stacked weight, or q, k, v apart when their types differ
+    attn_qkv_bias: Buffer | None
+    attn_output: Weight
+    ffn_norm: Buffer
+    ffn_gate_up: list[Weight]  # one stacked [gate; up] weight, or gate and up apart
+    ffn_down: Weight
+
+
+class Llama:
+    def __init__(self, config: ModelConfig, gguf: GGUFFile, device: Device):
+        self.config = config
+        self.device = device
+        loader = _Loader(gguf, device)
+        self.token_embd = loader.weight(["token_embd.weight"])
+        self.blk = []
+        for i in range(config.n_layer):
+            p = f"blk.{i}."
+            self.blk.append(Block(
+                attn_norm=loader.vector(p + "attn_norm.weight"),
+                attn_qkv=loader.stacked([p + "attn_q.weight", p + "attn_k.weight", p + "attn_v.weight"]),
+                attn_qkv_bias=loader.bias([p + "attn_q.bias", p + "attn_k.bias", p + "attn_v.bias"]),
+                attn_output=loader.weight([p + "attn_output.weight"]),
+                ffn_norm=loader.vector(p + "ffn_norm.weight"),
+                ffn_gate_up=loader.stacked([p + "ffn_gate.weight", p + "ffn_up.weight"]),
+                ffn_down=loader.weight([p + "ffn_down.weight"])))
+        self.output_norm = loader.vector("output_norm.weight")
+        # Tied embeddings: without output.weight the embedding table is the output projection (same buffers).
+        self.output = loader.weight(["output.weight"]) if "output.weight" in gguf.tensors else self.token_embd
+        self.rope_freqs = loader.vector("rope_freqs.weight") if "rope_freqs.weight" in gguf.tensors else None
+        self.weight_bytes = loader.bytes
+
+    def record(self, rec: Recorder, acts: "Activations", kv, logits_rows: Act) -> None:
+        """Record the forward pass for `acts.x.rows` tokens; logits for the rows listed in `acts.out_rows`."""
+        c = self.config
+        x, h, qkv, attn, ff = acts.x, acts.h, acts.qkv, acts.attn, acts.ff
+        ops.embed(rec, self.token_embd, acts.tokens, x)
+        for i, blk in enumerate(self.blk):
+            ops.rmsnorm(rec, x, blk.attn_norm, h, c.norm_eps)
+            _project(rec, blk.attn_qkv, h, qkv, bias=blk.attn_qkv_bias)
+            ops.rope_store(rec, qkv, acts.tokens, kv.k[i], kv.v[i], kv.table, n_head=c.n_head,
+                           n_kv_head=c.n_kv_head, head_dim=c.head_dim, rope_dim=c.rope_dim, freq_base=c.rope_base,
+                           freq_scale=c.rope_freq_scale, neox=c.rope_neox, freqs=self.rope_freqs,
+                           max_blocks=kv.max_blocks)
+            ops.attention(rec, qkv, acts.tokens, kv.k[i], kv.v[i], kv.table, attn, n_head=c.n_head,
+                          n_kv_head=c.n_kv_head, head_dim=c.head_dim, scale=c.head_dim ** -0.5,
+                          max_blocks=kv.max_blocks, max_context=kv.max_context)
+            ops.matmul(rec, blk.attn_output, attn, x, mode=ops.ADD)
+            ops.rmsnorm(rec, x, blk.ffn_norm, h, c.norm_eps)
+            _gated(rec, blk.ffn_gate_up, h, ff, acts.up)
+            ops.matmul(rec, blk.ffn_down, ff, x, mode=ops.ADD)
+        ops.gather_rows(rec, x, acts.out_rows, acts.last)
+        ops.rmsnorm(rec, acts.last, self.output_norm, acts.last_norm, c.norm_eps)
+        ops.matmul(rec, self.output, acts.last_norm, logits_rows, rows_from=rec.out_step)
+
+
+@dataclass
+class Activations:
+    """Buffers of one forward pass for up to `x.rows` tokens, `last.rows` of which produce logits."""
+
+    tokens: Buffer  # (id, position, sequence slot, 0) per token
+    out_rows: Buffer  # token rows whose logits are wanted, in order
+    x: Act  # residual stream
+    h: Act  # normed input of a sub-layer
+    qkv: Act
+    attn: Act
+    ff: Act
+    up: Act | None  # the up projection when gate and up cannot be stacked
+    last: Act
+    last_norm: Act
+
+    @classmethod
+    def create(cls, rec: Recorder, config: ModelConfig, rows: int, out_rows: int, split_ffn: bool) -> "Activations":
+        c = config
+        dev = rec.device
+        return cls(
+            tokens=dev.buffer(rows * 16, "tokens"), out_rows=dev.buffer(out_rows * 4, "out_rows"),
+            x=rec.act("x", rows, c.n_embd), h=rec.act("h", rows, c.n_embd),
+            qkv=rec.act("qkv", rows, c.q_dim + 2 * c.kv_dim), attn=rec.act("attn", rows, c.q_dim),
+            ff=rec.act("ff", rows, c.n_ff), up=rec.act("up", rows, c.n_ff) if split_ffn else None,
+            last=rec.act("last", out_rows, c.n_embd), last_norm=rec.act("last_norm", out_rows, c.n_embd))
+
+
+def _project(rec: Recorder, weights: list[Weight], x: Act, y: Act, bias: Buffer | None) -> None:
+    """y = x · [W1; W2; ...]^T (+ bias): one dispatch per weight, each filling its own columns of y."""
+    col = 0
+    for w in weights:
+        ops.matmul(rec, w, x, y, y_offset=col, bias=bias, bias_offset=col)
+        col += w.rows
+
+
+def _gated(rec: Recorder, weights: list[Weight], x: Act, y: Act, up: Act | None) -> None:
+    """y = silu(x · Wgate^T) * (x · Wup^T)."""
+    if len(weights) == 1:
+        ops.matmul(rec, weights[0], x, y, mode=ops.GLU)
+    else:
+        gate, upw = weights
+        ops.matmul(rec, gate, x, y)
+        ops.matmul(rec, upw, x, up)
+        ops.mul_silu(rec, y, up)
+
+
+class _Loader:
+    """Uploads tensors by GGUF name; stacks same-typed weights so one dispatch computes them together."""
+
+    def __init__(self, gguf: GGUFFile, device: Device):
+        self.gguf, self.device, self.bytes = gguf, device, 0
+
+    def _info(self, name: str):
+        info = self.gguf.tensors.get(name)
+        if info is None:
+            raise GGUFError(f"{self.gguf.name}: tensor '{name}' is missing")
+        return info
+
+    def weight(self, names: list[str]) -> Weight:
+        infos = [self._info(n) for n in names]
+        k = infos[0].shape[0]
+        if any(len(i.shape) != 2 or i.shape[0] != k or i.type != infos[0].type for i in infos):
+            raise GGUFError(f"{self.gguf.name}: tensors {names} cannot be stacked (shapes or types differ)")
+        pieces = [(i.shape[1], self.gguf.tensor_bytes(i.name)) for i in infos]
+        w = upload_weight(self.device, "+".join(names), infos[0].type, k, pieces)
+        self.bytes += w.nbytes
+        return w
+
+    def stacked(self, names: list[str]) -> list[Weight]:
+        infos = [self._info(n) for n in names]
+        stack_bytes = sum(i.nbytes for i in infos)
+        if len({i.type for i in infos}) == 1 and stack_bytes <= self.device.info.max_binding_size:
+            return [self.weight(names)]
+        return [self.weight([n]) for n in names]
+
+    def vector(self, name: str) -> Buffer:
+        info = self._info(name)
+        if info.type.name != "F32":
+            raise GGUFError(f"{self.gguf.name}: '{name}' is {info.type.name}; norm weights must be F32")
+        buf = self.device.buffer(info.nbytes, name)
+        self.device.write(buf, self.gguf.tensor_bytes(name))
+        self.bytes += info.nbytes
+        return buf
+
+    def bias(self, names: list[str]) -> Buffer | None:
+        present = [n in self.gguf.tensors for n in names]
+        if not any(present):
+            return None
+        if not all(present):
+            raise GGUFError(f"{self.gguf.name}: some but not all of {names} are present")
+        data = b"".join(bytes(self.gguf.tensor_bytes(n)) for n in names)
+        buf = self.device.buffer(len(data), names[0])
+        self.device.write(buf, data)
+        self.bytes += len(data)
+        return buf
