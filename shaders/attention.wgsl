@@ -1,0 +1,136 @@
+// Causal attention over the paged KV cache, for decode and prefill alike. For token t (sequence slot, position
+// pos) and query head h: out[t, h] = sum_j softmax_j(c(q . k_j * scale)) v_j over the positions j of the same
+// sequence with pos - window < j <= pos (window 0: all of 0..pos), where c is the optional soft cap
+// c(s) = softcap * tanh(s / softcap), and k, v come from kv head h / (n_head / n_kv_head) (grouped-query attention).
+// The token's own k and v were stored by rope_store earlier in the step, so a prefill chunk is causal among itself.
+//
+// Work split (flash-decoding): each token's positions are cut into n_splits contiguous ranges and one invocation
+// handles one (token, head, range) with an online softmax, so a single decode token still spreads over many
+// invocations and no invocation waits at a barrier. With n_splits = 1 the result goes straight to `dst` = out;
+// otherwise `dst` receives one partial record per (token, head, range), merged by attention_combine.wgsl:
+//   record r = (t * n_head + h) * n_splits + range, REC = HD4 + 1 vec4s each:
+//   dst[r * REC] = (running max m, sum of exp(score - m), 0, 0), dst[r * REC + 1 + i] = unnormalised output[4i..].
+//!include kv_block.wgsl
+
+struct Params {
+    n_head: u32,      // query heads
+    n_kv_head: u32,   // key/value heads (divides n_head)
+    qkv_stride: u32,  // elements between consecutive tokens in qkv (a multiple of 4)
+    out_stride: u32,  // elements between consecutive tokens in out (a multiple of 4)
+    max_blocks: u32,  // block-table entries per sequence slot
+    window: u32,      // positions a token sees, itself included; 0 = no window
+    n_splits: u32,    // ranges each token's positions are cut into
+    _pad: u32,
+    scale: f32,       // multiplies q . k
+    softcap: f32,     // 0 = no soft cap
+}
+
+struct Step {
+    n_tokens: u32,  // tokens in this step
+}
+
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<uniform> step: Step;
+@group(0) @binding(2) var<storage, read> qkv: array<vec4<f32>>;    // [T, (n_head + 2 n_kv_head) * head_dim]
+@group(0) @binding(3) var<storage, read> tokens: array<vec4<u32>>;  // (id, position, sequence slot, 0) per token
+@group(0) @binding(4) var<storage, read> k_cache: array<vec4<f32>>;
+@group(0) @binding(5) var<storage, read> v_cache: array<vec4<f32>>;
+@group(0) @binding(6) var<storage, read> block_table: array<u32>;
+@group(0) @binding(7) var<storage, read_write> dst: array<vec4<f32>>;
+
+const HD4: u32 = {{HD4}}u;  // head_dim / 4
+const WG: u32 = {{WG}}u;
+const TILE: u32 = BLOCK_TOKENS;  // positions scored before each rescale of the accumulator
+const NEG: f32 = -3.4028234663852886e38;
+
+var<private> q: array<vec4<f32>, HD4>;
+var<private> acc: array<vec4<f32>, HD4>;
+
+fn score(row: u32) -> f32 {
+    var d = vec4<f32>(0.0);
+    for (var i = 0u; i < HD4; i++) {
+        d += q[i] * k_cache[row + i];
+    }
+    var s = (d.x + d.y + d.z + d.w) * p.scale;
+    if (p.softcap != 0.0) {
+        // tanh saturates long before 15; the clamp keeps exp-based tanh implementations away from inf / inf
+        s = p.softcap * tanh(clamp(s / p.softcap, -15.0, 15.0));
+    }
+    return s;
+}
+
+@compute @workgroup_size(WG)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    // Head varies fastest: neighbouring invocations of one kv group read the same cache rows.
+    let id = gid.x + gid.y * nwg.x * WG;
+    let h = id % p.n_head;
+    let split = (id / p.n_head) % p.n_splits;
+    let t = id / (p.n_head * p.n_splits);
+    if (t >= step.n_tokens) {
+        return;
+    }
+    let info = tokens[t];
+    let pos = info.y;
+    var lo = 0u;
+    if (p.window != 0u && pos >= p.window) {
+        lo = pos + 1u - p.window;
+    }
+    // Ranges are whole tiles long so that short contexts leave the later ranges empty instead of tiny.
+    let chunk = (((pos + 1u - lo + p.n_splits - 1u) / p.n_splits + TILE - 1u) / TILE) * TILE;
+    let start = lo + min(split * chunk, pos + 1u - lo);
+    let end = min(start + chunk, pos + 1u);
+
+    let kv_col = (h / (p.n_head / p.n_kv_head)) * HD4;
+    let q0 = (t * p.qkv_stride) / 4u + h * HD4;
+    for (var i = 0u; i < HD4; i++) {
+        q[i] = qkv[q0 + i];
+        acc[i] = vec4<f32>(0.0);
+    }
+    var m = NEG;
+    var l = 0.0;
+    var rows: array<u32, TILE>;
+    var scores: array<f32, TILE>;
+    for (var j0 = start; j0 < end; j0 += TILE) {
+        let n = min(TILE, end - j0);
+        var tile_max = NEG;
+        for (var j = 0u; j < n; j++) {
+            let row = kv_row(info.z, j0 + j, p.max_blocks);
+            rows[j] = row;
+            if (row != NO_ROW) {
+                scores[j] = score(row * p.n_kv_head * HD4 + kv_col);
+                tile_max = max(tile_max, scores[j]);
+            }
+        }
+        let m_new = max(m, tile_max);
+        let rescale = exp(m - m_new);
+        l *= rescale;
+        for (var i = 0u; i < HD4; i++) {
+            acc[i] *= rescale;
+        }
+        for (var j = 0u; j < n; j++) {
+            if (rows[j] != NO_ROW) {
+                let w = exp(scores[j] - m_new);
+                l += w;
+                let v0 = rows[j] * p.n_kv_head * HD4 + kv_col;
+                for (var i = 0u; i < HD4; i++) {
+                    acc[i] += w * v_cache[v0 + i];
+                }
+            }
+        }
+        m = m_new;
+    }
+
+    if (p.n_splits == 1u) {
+        let inv = select(0.0, 1.0 / l, l > 0.0);
+        let o = (t * p.out_stride) / 4u + h * HD4;
+        for (var i = 0u; i < HD4; i++) {
+            dst[o + i] = acc[i] * inv;
+        }
+        return;
+    }
+    let r = ((t * p.n_head + h) * p.n_splits + split) * (HD4 + 1u);
+    dst[r] = vec4<f32>(m, l, 0.0, 0.0);
+    for (var i = 0u; i < HD4; i++) {
+        dst[r + 1u + i] = acc[i];
+    }
+}

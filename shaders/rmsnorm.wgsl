@@ -1,0 +1,55 @@
+// y[t, seg] = x[t, seg] / sqrt(mean(x[t, seg]^2) + eps) * g for every segment `seg` of `dim` elements.
+// A token row holds `groups` consecutive segments starting at column `offset`: one segment is the usual
+// whole-row norm, several are per-head norms (the q/k norms of qwen3 and gemma3), all sharing the weight g.
+// One workgroup normalises one segment of one token. Each invocation sums the squares of a strided share and
+// leaves it in workgroup memory; after a single barrier every invocation adds up all the shares itself, in the
+// same order, so it needs one barrier instead of a log2(WG) tree (barriers are what CPU emulators pay for).
+// With SRC = y the kernel works in place: `x` is never referenced, so it is not part of the binding layout.
+
+struct Params {
+    dim: u32,       // elements per segment (the length of g)
+    groups: u32,    // segments per token
+    offset: u32,    // column of x and y where segment 0 starts, in elements
+    x_stride: u32,  // elements between consecutive tokens in x
+    y_stride: u32,  // elements between consecutive tokens in y
+    eps: f32,       // added to the mean square
+}
+
+struct Step {
+    n_tokens: u32,  // tokens in this step
+}
+
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<uniform> step: Step;
+@group(0) @binding(2) var<storage, read> g: array<f32>;
+@group(0) @binding(3) var<storage, read_write> y: array<f32>;
+@group(0) @binding(4) var<storage, read> x: array<f32>;  // not bound when normalising in place
+
+const WG: u32 = {{WG}}u;
+
+var<workgroup> shares: array<f32, WG>;
+
+@compute @workgroup_size(WG)
+fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
+    let t = wid.y;
+    if (t >= step.n_tokens) {
+        return;  // uniform across the workgroup, so no invocation is left waiting at the barrier
+    }
+    let src = t * p.x_stride + p.offset + wid.x * p.dim;
+    let dst = t * p.y_stride + p.offset + wid.x * p.dim;
+    var ss = 0.0;
+    for (var i = lid; i < p.dim; i += WG) {
+        let v = {{SRC}}[src + i];
+        ss += v * v;
+    }
+    shares[lid] = ss;
+    workgroupBarrier();
+    var total = 0.0;
+    for (var j = 0u; j < WG; j++) {
+        total += shares[j];
+    }
+    let r = inverseSqrt(total / f32(p.dim) + p.eps);
+    for (var i = lid; i < p.dim; i += WG) {
+        y[dst + i] = {{SRC}}[src + i] * r * g[i];
+    }
+}
