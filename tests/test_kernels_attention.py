@@ -1,0 +1,143 @@
+"""Paged attention (shaders/attention.wgsl + attention_combine.wgsl through `ops.attention`) against float64 numpy.
+
+The cache holds each sequence in shuffled blocks interleaved with other sequences' (tests/paged_cache.py); every
+row that no visible position owns is NaN, as are the k and v columns of qkv (attention reads k and v from the
+cache only), so reading a position outside a token's causal range, another sequence's block or stale qkv data
+turns the output into NaN. Outputs are poisoned with NaN; programs are recorded for more tokens than the step runs.
+Tolerance: |err| <= 1e-5 * max|ref| (f32 dot products over head_dim and softmax sums over a few hundred positions).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import reference_ops as ref
+from gpu_util import Gpu, assert_close, gpu, rng  # noqa: F401 (gpu and rng are fixtures)
+from paged_cache import PagedCache, token_infos
+
+from llmchat.gpu import ops
+
+pytestmark = pytest.mark.gpu
+
+REL = 1e-5
+MAX_CONTEXT = 512
+
+
+def run_attention(g: Gpu, rng: np.random.Generator, infos: list[tuple[int, int]], *, n_head: int, n_kv: int,
+                  hd: int, window: int = 0, softcap: float = 0.0, splits: int | None = None,
+                  q_scale: float = 1.0) -> None:
+    """Attention for tokens at (slot, position) `infos`, each sequence's cache filled up to its last position."""
+    n_tokens = len(infos)
+    slots = sorted({s for s, _ in infos})
+    length = {s: max(p for t, p in infos if t == s) + 1 for s in slots}
+    max_blocks = MAX_CONTEXT // 16
+    cache = PagedCache.scattered(rng, {s: range(n) for s, n in length.items()}, n_slots=max(slots) + 2,
+                                 max_blocks=max_blocks, n_kv_head=n_kv, head_dim=hd)
+    for s, n in length.items():
+        cache.fill(rng, s, n)
+    q = rng.standard_normal((n_tokens, n_head, hd)).astype(np.float32) * np.float32(q_scale)
+    qkv = np.full((n_tokens + 2, (n_head + 2 * n_kv) * hd), np.nan, np.float32)
+    qkv[:n_tokens, :n_head * hd] = q.reshape(n_tokens, -1)
+    scale = hd ** -0.5
+
+    rec = g.recorder(n_tokens)
+    out = g.poisoned(rec, "out", n_tokens + 2, n_head * hd)
+    k_buf, v_buf, table = cache.upload(g)
+    ops.attention(rec, g.act(rec, "qkv", qkv), token_infos(g, infos, n_tokens + 2), k_buf, v_buf, table, out,
+                  n_head=n_head, n_kv_head=n_kv, head_dim=hd, scale=scale, max_blocks=max_blocks,
+                  max_context=MAX_CONTEXT, window=window, softcap=softcap, splits=splits)
+    g.run(rec)
+    got = g.read(out)
+
+    want = np.empty((n_tokens, n_head * hd))
+    for s in slots:
+        mine = [t for t, (slot, _) in enumerate(infos) if slot == s]
+        k, v = cache.history(s, length[s])
+        want[mine] = ref.attention(q[mine], k, v, np.array([infos[t][1] for t in mine]), scale=scale,
+                                   window=window, softcap=softcap)
+    assert_close(got[:n_tokens], want, rel=REL, abs_=0.0)
+    assert np.isnan(got[n_tokens:]).all(), "rows past the step's token count were written"
+
+
+# Batched decode: three sequences at different positions (one at 0, one mid-block, one long), slots out of order.
+DECODE = [(3, 200), (0, 0), (1, 37)]
+# A 37-token prefill chunk of one sequence after 20 cached positions, with a decode token of another sequence.
+PREFILL = [(1, 99)] + [(0, p) for p in range(20, 57)]
+
+
+@pytest.mark.parametrize("n_head,n_kv", [(4, 4), (6, 2), (8, 2)], ids=["mha", "gqa3", "gqa4"])
+@pytest.mark.parametrize("hd", [64, 128, 256])
+def test_attention_batched_decode(gpu: Gpu, rng, n_head: int, n_kv: int, hd: int):
+    run_attention(gpu, rng, DECODE, n_head=n_head, n_kv=n_kv, hd=hd)
+
+
+@pytest.mark.parametrize("splits", [None, 1, 3], ids=["auto", "one", "three"])
+@pytest.mark.parametrize("n_head,n_kv", [(4, 4), (6, 2), (8, 2)], ids=["mha", "gqa3", "gqa4"])
+def test_attention_prefill_chunk(gpu: Gpu, rng, n_head: int, n_kv: int, splits: int | None):
+    """Causal among the chunk's own tokens; straight to `out` (one range) and through the combine pass."""
+    run_attention(gpu, rng, PREFILL, n_head=n_head, n_kv=n_kv, hd=64, splits=splits)
+
+
+@pytest.mark.parametrize("window", [1, 16, 50])
+def test_attention_sliding_window(gpu: Gpu, rng, window: int):
+    """Windows of one position (the token itself), one block, and one not aligned to blocks."""
+    run_attention(gpu, rng, DECODE + PREFILL[1:], n_head=4, n_kv=2, hd=64, window=window)
+
+
+def test_attention_softcap(gpu: Gpu, rng):
+    """Large scores, so the cap (tanh) changes the weights far from its linear range."""
+    run_attention(gpu, rng, DECODE + PREFILL[1:], n_head=4, n_kv=2, hd=128, softcap=5.0, q_scale=8.0)
+
+
+def test_attention_peaked_scores(gpu: Gpu, rng):
+    """Scores spanning hundreds: the online max must keep every exp in range, across ranges too."""
+    run_attention(gpu, rng, DECODE, n_head=4, n_kv=1, hd=64, q_scale=40.0, splits=7)
+
+
+@pytest.mark.parametrize("rows,n_head,max_context,want", [(1, 9, 2048, 32), (1, 32, 8192, 32), (512, 32, 8192, 1),
+                                                           (4, 9, 64, 1)])
+def test_attention_splits_follow_the_work(rows: int, n_head: int, max_context: int, want: int):
+    """Decode cuts long contexts into ranges; prefill and short contexts do not."""
+    assert ops.attention_splits(rows, n_head, max_context) == want
+
+
+def test_rope_store_then_attention_in_one_program(gpu: Gpu, rng):
+    """The order the model records: rope_store writes this step's k and v, attention reads them in the same run."""
+    n_head, n_kv, hd, base = 6, 2, 64, 10000.0
+    infos = [(2, 30), (0, 5), (0, 6), (0, 7), (1, 0)]
+    n_tokens = len(infos)
+    length = {s: max(p for t, p in infos if t == s) + 1 for s, _ in infos}
+    max_blocks = MAX_CONTEXT // 16
+    cache = PagedCache.scattered(rng, {s: range(n) for s, n in length.items()}, n_slots=3, max_blocks=max_blocks,
+                                 n_kv_head=n_kv, head_dim=hd)
+    step_rows = {(s, p) for s, p in infos}
+    for s, n in length.items():
+        cache.fill(rng, s, n)  # history; the step's own rows are overwritten with NaN below
+        for p in range(n):
+            if (s, p) in step_rows:
+                row = cache.rows(s, p)
+                cache.flat(cache.k)[row] = cache.flat(cache.v)[row] = np.nan
+    qkv = rng.standard_normal((n_tokens, (n_head + 2 * n_kv) * hd)).astype(np.float32)
+
+    rec = gpu.recorder(n_tokens)
+    qa, out = gpu.act(rec, "qkv", qkv), gpu.poisoned(rec, "out", n_tokens, n_head * hd)
+    tokens = token_infos(gpu, infos, n_tokens)
+    k_buf, v_buf, table = cache.upload(gpu)
+    ops.rope_store(rec, qa, tokens, k_buf, v_buf, table, n_head=n_head, n_kv_head=n_kv, head_dim=hd, rope_dim=hd,
+                   freq_base=base, neox=True, max_blocks=max_blocks)
+    ops.attention(rec, qa, tokens, k_buf, v_buf, table, out, n_head=n_head, n_kv_head=n_kv, head_dim=hd,
+                  scale=hd ** -0.5, max_blocks=max_blocks, max_context=MAX_CONTEXT)
+    gpu.run(rec)
+
+    heads = qkv.reshape(n_tokens, -1, hd).astype(np.float64)
+    positions = np.array([p for _, p in infos])
+    rotated = ref.rope(heads[:, :n_head + n_kv], positions, rope_dim=hd, freq_base=base, neox=True)
+    for t, (s, p) in enumerate(infos):
+        row = cache.rows(s, p)
+        cache.flat(cache.k)[row] = rotated[t, n_head:]
+        cache.flat(cache.v)[row] = heads[t, n_head + n_kv:]
+    want = np.empty((n_tokens, n_head * hd))
+    for s in length:
+        mine = [t for t, (slot, _) in enumerate(infos) if slot == s]
+        k, v = cache.history(s, length[s])
+        want[mine] = ref.attention(rotated[mine, :n_head], k, v, positions[mine], scale=hd ** -0.5)
+    assert_close(gpu.read(out), want, rel=REL, abs_=0.0)

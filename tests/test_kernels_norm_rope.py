@@ -1,0 +1,173 @@
+"""RMSNorm (shaders/rmsnorm.wgsl) and RoPE + KV-cache store (shaders/rope_store.wgsl) against float64 numpy.
+
+Tolerances:
+- RMSNorm: |err| <= 1e-5 * max|ref| (f32 sums of squares over up to 8192 elements drift by a few ulps).
+- RoPE: |err| <= 2e-6 * max|x| at every position, 1M included. The shader reduces pos * frequency modulo one
+  turn in exact integer arithmetic, so the error is that of one f32 sin/cos and one rotation, independent of the
+  position; an angle formed in f32 radians would already be off by up to 2e-3 at position 32k (checked below).
+  With GPU-held frequency factors the turn count is divided in f32; for the llama3 factors used here that keeps
+  the error under 5e-6 * max|x| up to position 32k (measured: 8e-7; without factors 2e-7).
+Outputs are poisoned with NaN before each run, and programs are recorded for more tokens than the step runs, so
+the rows past the step's token count must stay untouched.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import reference_ops as ref
+from gpu_util import Gpu, assert_close, gpu, rng  # noqa: F401 (gpu and rng are fixtures)
+from paged_cache import PagedCache, token_infos, upload
+
+from llmchat.ggml_types import GGMLType
+from llmchat.gpu import ops
+from llmchat.gpu.tensors import upload_weight
+
+pytestmark = pytest.mark.gpu
+
+NORM_REL = 1e-5
+ROPE_ABS = 2e-6  # times max|x|
+ROPE_FACTORS_ABS = 5e-6  # times max|x|
+
+
+def f32(a: np.ndarray) -> np.ndarray:
+    """Values rounded to f32 and held as float64, so the reference sees exactly what the GPU sees."""
+    return np.asarray(a, np.float32).astype(np.float64)
+
+
+# -- RMSNorm ---------------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("n_tokens,dim", [(1, 576), (7, 100), (3, 8192), (2, 4), (65, 1000)])
+def test_rmsnorm_matches_reference(gpu: Gpu, rng, n_tokens: int, dim: int):
+    """Rows shorter and longer than the workgroup, not multiples of it; one token per workgroup."""
+    x = f32(rng.standard_normal((n_tokens, dim)) * rng.uniform(0.1, 10, (n_tokens, 1)))
+    g = f32(rng.standard_normal(dim))
+    rec = gpu.recorder(n_tokens)
+    xa, ya = gpu.act(rec, "x", np.vstack([x, np.zeros((2, dim))])), gpu.poisoned(rec, "y", n_tokens + 2, dim)
+    ops.rmsnorm(rec, xa, upload(gpu, g.astype(np.float32), "g"), ya, 1e-5)
+    gpu.run(rec)
+    got = gpu.read(ya)
+    assert_close(got[:n_tokens], ref.rmsnorm(x, g, 1e-5), rel=NORM_REL, abs_=0.0)
+    assert np.isnan(got[n_tokens:]).all(), "rows past the step's token count were written"
+
+
+def test_rmsnorm_eps_and_f32_weight(gpu: Gpu, rng):
+    """eps dominates rows of tiny values; the weight may be an uploaded F32 GGUF tensor."""
+    dim = 320
+    x = f32(rng.standard_normal((3, dim)) * np.array([[1e-4], [1.0], [3e-3]]))
+    g = f32(rng.standard_normal(dim))
+    weight = upload_weight(gpu.device, "attn_norm.weight", GGMLType.F32, dim, [(1, g.astype(np.float32).tobytes())])
+    rec = gpu.recorder(3)
+    ya = gpu.poisoned(rec, "y", 3, dim)
+    ops.rmsnorm(rec, gpu.act(rec, "x", x), weight, ya, 1e-5)
+    gpu.run(rec)
+    got = gpu.read(ya)
+    for r in range(3):
+        assert_close(got[r], ref.rmsnorm(x[r], g, 1e-5), rel=NORM_REL, abs_=0.0, what=f"row {r}")
+
+
+def test_rmsnorm_per_head_in_place(gpu: Gpu, rng):
+    """q/k norms: each head of the k part of qkv normalised on its own, in place, the rest of the row untouched."""
+    n_head, n_kv, hd, n_tokens = 4, 2, 64, 5
+    qkv = f32(rng.standard_normal((n_tokens, (n_head + 2 * n_kv) * hd)))
+    g = f32(rng.standard_normal(hd))
+    rec = gpu.recorder(n_tokens)
+    qa = gpu.act(rec, "qkv", qkv)
+    ops.rmsnorm(rec, qa, upload(gpu, g.astype(np.float32), "k_norm"), qa, 1e-6, dim=hd, groups=n_kv,
+                offset=n_head * hd)
+    gpu.run(rec)
+    want = qkv.copy()
+    k = slice(n_head * hd, (n_head + n_kv) * hd)
+    want[:, k] = ref.rmsnorm(qkv[:, k].reshape(n_tokens, n_kv, hd), g, 1e-6).reshape(n_tokens, -1)
+    assert_close(gpu.read(qa), want, rel=NORM_REL, abs_=0.0)
+
+
+# -- RoPE + store ----------------------------------------------------------------------------------------------------
+
+def llama3_factors(rope_dim: int, freq_base: float, factor: float = 8.0, low: float = 1.0, high: float = 4.0,
+                   original_context: int = 8192) -> np.ndarray:
+    """The frequency divisors llama3 models store as `rope_freqs.weight`."""
+    inv_freq = freq_base ** (-np.arange(0, rope_dim, 2) / rope_dim)
+    wavelen = 2 * math.pi / inv_freq
+    smooth = np.clip((original_context / wavelen - low) / (high - low), 0.0, 1.0)
+    return f32(1.0 / ((1.0 - smooth) / factor + smooth))
+
+
+def run_rope(g: Gpu, rng: np.random.Generator, infos: list[tuple[int, int]], *, n_head: int, n_kv: int, hd: int,
+             rope_dim: int, neox: bool, freq_base: float = 10000.0, freq_scale: float = 1.0,
+             factors: np.ndarray | None = None, tol: float = ROPE_ABS) -> None:
+    """rope_store for tokens at (slot, position) `infos`; checks qkv and the whole cache against the reference."""
+    n_tokens = len(infos)
+    slots = sorted({s for s, _ in infos})
+    max_blocks = max(p for _, p in infos) // 16 + 1
+    cache = PagedCache.scattered(rng, {s: [p for t, p in infos if t == s] for s in slots}, n_slots=max(slots) + 1,
+                                 max_blocks=max_blocks, n_kv_head=n_kv, head_dim=hd)
+    heads = n_head + 2 * n_kv
+    qkv = f32(rng.standard_normal((n_tokens, heads * hd)))
+    rec = g.recorder(n_tokens)
+    qa = g.act(rec, "qkv", np.vstack([qkv, np.full((3, heads * hd), np.nan)]))
+    k_buf, v_buf, table = cache.upload(g)
+    freqs = None if factors is None else upload(g, factors.astype(np.float32), "rope_freqs")
+    ops.rope_store(rec, qa, token_infos(g, infos, n_tokens + 3), k_buf, v_buf, table, n_head=n_head, n_kv_head=n_kv,
+                   head_dim=hd, rope_dim=rope_dim, freq_base=freq_base, freq_scale=freq_scale, neox=neox, freqs=freqs,
+                   max_blocks=max_blocks)
+    g.run(rec)
+
+    positions = np.array([p for _, p in infos])
+    heads_in = qkv.reshape(n_tokens, heads, hd)
+    rotated = ref.rope(heads_in[:, :n_head + n_kv], positions, rope_dim=rope_dim, freq_base=freq_base,
+                       freq_scale=freq_scale, neox=neox, factors=factors)
+    want = np.concatenate([rotated, heads_in[:, n_head + n_kv:]], axis=1).reshape(n_tokens, -1)
+    got = g.read(qa)
+    limit = tol * np.abs(qkv).max()
+    assert_close(got[:n_tokens], want, rel=0.0, abs_=limit, what="qkv")
+    assert np.isnan(got[n_tokens:]).all(), "rows past the step's token count were written"
+
+    want_k, want_v = cache.flat(cache.k.astype(np.float64)), cache.flat(cache.v.astype(np.float64))
+    for t, (slot, pos) in enumerate(infos):
+        row = cache.rows(slot, pos)
+        want_k[row] = want.reshape(n_tokens, heads, hd)[t, n_head:n_head + n_kv]
+        want_v[row] = heads_in[t, n_head + n_kv:]
+    got_k, got_v = (cache.flat(a).astype(np.float64) for a in cache.read(g, k_buf, v_buf))
+    for name, got_c, want_c in (("k cache", got_k, want_k), ("v cache", got_v, want_v)):
+        written = ~np.isnan(want_c).all(axis=(1, 2))
+        assert np.isnan(got_c[~written]).all(), f"{name}: rows that belong to no token were written"
+        assert_close(got_c[written], want_c[written], rel=0.0, abs_=limit, what=name)
+
+
+@pytest.mark.parametrize("neox", [False, True], ids=["normal", "neox"])
+@pytest.mark.parametrize("hd,rope_dim", [(64, 64), (128, 128), (64, 32), (80, 40)])
+def test_rope_store_modes_and_partial_rotation(gpu: Gpu, rng, neox: bool, hd: int, rope_dim: int):
+    """Three sequences in shuffled blocks, a prefill run among them; rope_dim < head_dim passes the rest through."""
+    infos = [(2, 0), (0, 41), (2, 1), (1, 15), (1, 16)] + [(0, p) for p in range(42, 53)]
+    run_rope(gpu, rng, infos, n_head=4, n_kv=2, hd=hd, rope_dim=rope_dim, neox=neox)
+
+
+@pytest.mark.parametrize("neox", [False, True], ids=["normal", "neox"])
+def test_rope_large_positions_stay_accurate(gpu: Gpu, rng, neox: bool):
+    """Up to position 1M with base 1e6 and a scaled frequency: the error must not grow with the position."""
+    infos = [(0, 32767), (1, 32768 + 5), (2, 1_000_003), (0, 20_000), (3, 65535)]
+    run_rope(gpu, rng, infos, n_head=3, n_kv=1, hd=128, rope_dim=128, neox=neox, freq_base=1e6, freq_scale=0.25)
+
+
+def test_rope_frequency_factors(gpu: Gpu, rng):
+    """llama3 `rope_freqs` divisors from a GPU buffer, at short and long positions."""
+    factors = llama3_factors(128, 500000.0)
+    assert (factors == 1).any() and (factors == 8).any() and ((factors > 1) & (factors < 8)).any()
+    infos = [(0, 3), (0, 4000), (1, 32000), (1, 9)]
+    run_rope(gpu, rng, infos, n_head=4, n_kv=1, hd=128, rope_dim=128, neox=False, freq_base=500000.0,
+             factors=factors, tol=ROPE_FACTORS_ABS)
+
+
+def test_rope_turn_table_beats_f32_radians():
+    """The precision argument of the shader, checked on the host: at position 32767 an angle formed in f32
+    radians is already wrong by ~1e-3, while the fixed-point turns lose nothing measurable."""
+    rope_dim, base, pos = 128, 10000.0, 32767
+    exact = ref.rope_angles(np.array([pos]), rope_dim, base)[0]
+    inv_freq = np.float32(base) ** (-np.arange(0, rope_dim, 2, dtype=np.float32) / np.float32(rope_dim))
+    naive = (np.float32(pos) * inv_freq).astype(np.float64)
+    turns = np.array([(pos * f) % 2 ** 64 / 2.0 ** 64 for f in ops.rope_turns(rope_dim, base)])
+    wrap = lambda a: (a + math.pi) % (2 * math.pi) - math.pi  # noqa: E731
+    assert np.abs(wrap(naive - exact)).max() > 5e-4
+    assert np.abs(wrap(turns * 2 * math.pi - exact)).max() < 1e-9
