@@ -1,5 +1,17 @@
-"""llmchat: GGUF models on WebGPU, natively through wgpu-py and in the browser through Pyodide."""
+"""llmchat: GGUF models on WebGPU, natively through wgpu-py and in the browser through Pyodide.
+
+    from llmchat import load
+    llm = load("smollm2")
+"""
 from .errors import LLMChatError
 
 __version__ = "0.1.0"
-__all__ = ["LLMChatError", "__version__"]
+__all__ = ["LLM", "LLMChatError", "load", "__version__"]
+
+
+def __getattr__(name: str):
+    # The engine is imported on first use so that `import llmchat` (and the CLI's light commands) stay fast.
+    if name in ("load", "LLM"):
+        from . import api
+        return getattr(api, name)
+    raise AttributeError(f"module 'llmchat' has no attribute {name!r}")

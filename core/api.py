@@ -117,8 +117,10 @@ class LLM:
 
     # -- generation ----------------------------------------------------------------------------------------------
     def generate(self, prompt: str | Sequence[dict] | list[int], *, max_tokens: int = 256,
-                 stop: Sequence[str] = (), **sampling) -> Iterator[Event]:
-        """Stream a completion of a raw prompt (str), of token ids, or of chat messages (a list of dicts)."""
+                 stop: Sequence[str] = (), ignore_eos: bool = False, **sampling) -> Iterator[Event]:
+        """Stream a completion of a raw prompt (str), of token ids, or of chat messages (a list of dicts).
+
+        `ignore_eos` keeps generating past end-of-generation tokens (benchmarks)."""
         if isinstance(prompt, str):
             ids = self.encode_prompt(prompt)
         elif prompt and isinstance(prompt[0], int):
@@ -126,7 +128,8 @@ class LLM:
         else:
             ids = self.encode_messages(prompt)
         with self._slot() as slot:
-            yield from self._generate(slot, ids, 0, max_tokens, stop, SamplingParams(**sampling))
+            yield from self._generate(slot, ids, 0, max_tokens, stop, SamplingParams(**sampling),
+                                      ignore_eos=ignore_eos)
 
     def chat(self, messages: Sequence[dict], *, max_tokens: int = 256, stop: Sequence[str] = (),
              **sampling) -> Iterator[Event]:
@@ -152,7 +155,8 @@ class LLM:
         self._chat_slot, self._chat_tokens = None, []
 
     def _generate(self, slot: int, ids: list[int], cached: int, max_tokens: int, stop: Sequence[str],
-                  params: SamplingParams, history: list[int] | None = None) -> Iterator[Event]:
+                  params: SamplingParams, history: list[int] | None = None, ignore_eos: bool = False,
+                  ) -> Iterator[Event]:
         if not ids:
             raise LLMChatError("the prompt is empty")
         if max_tokens < 1:
@@ -164,7 +168,7 @@ class LLM:
         stops = [s for s in stop if s]
         tok = self.tokenizer
         decoder = tok.stream_decoder()
-        eog = tok.eog_ids
+        eog = frozenset() if ignore_eos else tok.eog_ids
         t0 = time.perf_counter()
         host0 = self.engine.stats["host_s"]
         logits = self.prefill(slot, ids[cached:], start=cached)[-1]

@@ -150,6 +150,166 @@ def chat_template_command(args: argparse.Namespace) -> int:
     return 0
 
 
+# --- run, chat, logits, perplexity, bench: the GPU engine ------------------------------------------------------
+
+BENCH_PROMPT = ("The history of the city of Paris begins with the Parisii, a Celtic tribe who settled on an island "
+                "in the Seine. Over the centuries the settlement grew into")
+
+
+def _engine_arguments(parser: argparse.ArgumentParser) -> None:
+    _model_argument(parser)
+    parser.add_argument("--ctx", type=int, default=2048, help="context size in tokens (default 2048)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def _sampling_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-n", "--max-tokens", type=int, default=128, help="tokens to generate (default 128)")
+    parser.add_argument("--temp", type=float, default=0.0, help="temperature; 0 = greedy (default)")
+    parser.add_argument("--top-k", type=int, default=0)
+    parser.add_argument("--top-p", type=float, default=1.0)
+    parser.add_argument("--min-p", type=float, default=0.0)
+    parser.add_argument("--repeat-penalty", type=float, default=1.0)
+    parser.add_argument("--presence-penalty", type=float, default=0.0)
+    parser.add_argument("--frequency-penalty", type=float, default=0.0)
+    parser.add_argument("--seed", type=int)
+    parser.add_argument("--stop", action="append", default=[], help="stop string (repeatable)")
+
+
+def _sampling(args: argparse.Namespace) -> dict[str, Any]:
+    return dict(temperature=args.temp, top_k=args.top_k, top_p=args.top_p, min_p=args.min_p,
+                repetition_penalty=args.repeat_penalty, presence_penalty=args.presence_penalty,
+                frequency_penalty=args.frequency_penalty, seed=args.seed)
+
+
+def _load(args: argparse.Namespace):
+    from .api import load
+
+    llm = load(args.model, context=args.ctx)
+    if llm.device.info.software and not args.json:
+        print(f"llmchat: {llm.device.info.name} is a software (CPU-emulated) adapter: expect it to be slow",
+              file=sys.stderr)
+    return llm
+
+
+def _run_arguments(parser: argparse.ArgumentParser) -> None:
+    _engine_arguments(parser)
+    parser.add_argument("-p", "--prompt", required=True, help="raw prompt (no chat template; special tokens parsed)")
+    _sampling_arguments(parser)
+
+
+@command("run", "complete a raw prompt, streaming the text", _run_arguments)
+def run_command(args: argparse.Namespace) -> int:
+    llm = _load(args)
+    ids, text = [], []
+    for event in llm.generate(args.prompt, max_tokens=args.max_tokens, stop=args.stop, **_sampling(args)):
+        if event.token is not None:
+            ids.append(event.token)
+        text.append(event.text)
+        if not args.json:
+            print(event.text, end="", flush=True)
+    if args.json:
+        print(json.dumps({"prompt_ids": llm.encode_prompt(args.prompt), "ids": ids, "text": "".join(text),
+                          "finish_reason": event.finish_reason, "timings": event.timings,
+                          "adapter": llm.device.info.as_dict()}))
+    else:
+        print()
+    return 0
+
+
+def _chat_arguments(parser: argparse.ArgumentParser) -> None:
+    _engine_arguments(parser)
+    parser.add_argument("--system", help="system prompt")
+    _sampling_arguments(parser)
+    parser.set_defaults(max_tokens=512)
+
+
+@command("chat", "talk with a model in the terminal (Ctrl-C stops a reply, Ctrl-D leaves)", _chat_arguments)
+def chat_command(args: argparse.Namespace) -> int:
+    llm = _load(args)
+    messages = [{"role": "system", "content": args.system}] if args.system else []
+    print(f"llmchat: {llm.config.name or args.model} on {llm.device.info.name}. Ctrl-C stops a reply, Ctrl-D leaves.",
+          file=sys.stderr)
+    while True:
+        try:
+            line = input("> ")
+        except EOFError:
+            print()
+            return 0
+        if not line.strip():
+            continue
+        messages.append({"role": "user", "content": line})
+        reply = []
+        try:
+            for event in llm.chat(messages, max_tokens=args.max_tokens, stop=args.stop, **_sampling(args)):
+                reply.append(event.text)
+                print(event.text, end="", flush=True)
+        except KeyboardInterrupt:
+            print(" [stopped]", end="")
+        print()
+        messages.append({"role": "assistant", "content": "".join(reply)})
+
+
+def _logits_arguments(parser: argparse.ArgumentParser) -> None:
+    _engine_arguments(parser)
+    parser.add_argument("-p", "--prompt", required=True)
+    parser.add_argument("--top", type=int, default=10, help="how many of the largest logits to print")
+
+
+@command("logits", "print the largest logits at the last prompt position", _logits_arguments)
+def logits_command(args: argparse.Namespace) -> int:
+    llm = _load(args)
+    ids, logits = llm.logits(args.prompt)
+    top = sorted(range(len(logits)), key=lambda i: (-logits[i], i))[:args.top]
+    if args.json:
+        print(json.dumps({"ids": ids, "top": [[i, logits[i]] for i in top]}))
+    else:
+        for i in top:
+            print(f"{i:>8} {logits[i]:>10.4f} {llm.tokenizer.decode([i])!r}")
+    return 0
+
+
+def _perplexity_arguments(parser: argparse.ArgumentParser) -> None:
+    _engine_arguments(parser)
+    parser.add_argument("--file", required=True, help="text file to score")
+    parser.add_argument("--window", type=int, default=256, help="tokens per window (default 256)")
+
+
+@command("perplexity", "score a text file: perplexity over consecutive windows", _perplexity_arguments)
+def perplexity_command(args: argparse.Namespace) -> int:
+    try:
+        with open(args.file, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as exc:
+        raise LLMChatError(f"cannot read {args.file}: {exc.strerror}") from None
+    result = _load(args).perplexity(text, window=args.window)
+    print(json.dumps(result) if args.json else f"perplexity {result['ppl']:.4f} over {result['tokens']} tokens")
+    return 0
+
+
+def _bench_arguments(parser: argparse.ArgumentParser) -> None:
+    _engine_arguments(parser)
+    parser.add_argument("-p", "--prompt", default=BENCH_PROMPT)
+    parser.add_argument("-n", "--max-tokens", type=int, default=128, help="greedy tokens to generate (default 128)")
+    parser.add_argument("--repeat", type=int, default=2, help="runs; the fastest decode is reported")
+
+
+@command("bench", "measure load time, prefill and decode speed", _bench_arguments)
+def bench_command(args: argparse.Namespace) -> int:
+    llm = _load(args)
+    best = None
+    for _ in range(max(1, args.repeat)):
+        for event in llm.generate(args.prompt, max_tokens=args.max_tokens, ignore_eos=True):
+            pass
+        if best is None or event.timings["decode_tok_s"] > best.timings["decode_tok_s"]:
+            best = event
+    result = {"model": llm.path, "prompt_tokens": best.usage["prompt_tokens"],
+              "generated": best.usage["completion_tokens"], **best.timings,
+              "dispatches_per_token": llm.engine.dispatches_per_step(),
+              "weight_bytes_per_token": llm.model.weight_bytes, "adapter": llm.device.info.as_dict()}
+    print(json.dumps(result) if args.json else "\n".join(f"{k}: {v}" for k, v in result.items()))
+    return 0
+
+
 # --- plumbing ---------------------------------------------------------------------------------------------------
 
 
