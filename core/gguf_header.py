@@ -14,7 +14,8 @@ import math
 import struct
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import NoReturn
+from itertools import pairwise
+from typing import Any, NoReturn
 
 from .errors import GGUFError
 from .ggml_types import BLOCK_LAYOUT, GGMLType
@@ -26,6 +27,11 @@ DEFAULT_ALIGNMENT = 32
 MAX_DIMS = 4  # GGML_MAX_DIMS
 MAX_ARRAY_DEPTH = 8  # nested arrays deeper than this are corrupt in practice, and would exhaust the stack
 HEADER_CHUNK = 1 << 20  # the header is read in windows of this size; tensor data is never requested
+# Caps on counts and string lengths that are within the file but beyond any real model (the largest vocabularies
+# hold ~260k tokens, the largest strings are tokenizer JSON of tens of MB). Checking against the bytes left is not
+# enough on its own: in a 40 GB file a corrupt count could still make us read gigabytes into Python objects.
+MAX_COUNT = 1 << 24
+MAX_STRING_BYTES = 1 << 28
 INT64_MAX = (1 << 63) - 1  # GGML stores dims and offsets as int64: larger u64 values are negative there
 
 
@@ -139,24 +145,32 @@ class _Reader:
     def u32(self) -> int:
         buf, local = self.window(4)
         self.pos += 4
-        return _U32.unpack_from(buf, local)[0]
+        value: int = _U32.unpack_from(buf, local)[0]
+        return value
 
     def u64(self) -> int:
         buf, local = self.window(8)
         self.pos += 8
-        return _U64.unpack_from(buf, local)[0]
+        value: int = _U64.unpack_from(buf, local)[0]
+        return value
 
     def raw(self, n: int) -> bytes | memoryview:
         buf, local = self.window(n)
         self.pos += n
         return buf[local:local + n]
 
-    def string_bytes(self) -> bytes | memoryview:
+    def string_length(self) -> int:
         n = self.u64()
         if n > self.remaining():
             self.fail(f"{self.context}: a string claims {n} bytes at offset {self.pos - 8}, "
                       f"but only {self.remaining()} bytes remain in the file")
-        return self.raw(n)
+        if n > MAX_STRING_BYTES:
+            self.fail(f"{self.context}: a string of {n} bytes at offset {self.pos - 8} exceeds the limit of "
+                      f"{MAX_STRING_BYTES} (no real model comes close)")
+        return n
+
+    def string_bytes(self) -> bytes | memoryview:
+        return self.raw(self.string_length())
 
     def identifier(self, what: str) -> str:
         """Keys and tensor names are looked up by code, so bytes that are not UTF-8 mean a corrupt file."""
@@ -172,6 +186,9 @@ class _Reader:
         if n * min_item_size > self.remaining():
             self.fail(f"{self.context}: {what} count {n} cannot fit in the {self.remaining()} bytes "
                       f"left in the file after offset {self.pos}")
+        if n > MAX_COUNT:
+            self.fail(f"{self.context}: {what} count {n} exceeds the limit of {MAX_COUNT} (no real model "
+                      f"comes close)")
         return n
 
     def value_type(self) -> GGUFValueType:
@@ -208,10 +225,7 @@ def _read_strings(r: _Reader, count: int) -> list[str]:
                 local = end
                 continue
         r.pos = base + local
-        n = r.u64()
-        if n > r.remaining():
-            r.fail(f"{r.context}: a string claims {n} bytes at offset {r.pos - _MIN_STRING}, "
-                   f"but only {r.remaining()} bytes remain in the file")
+        n = r.string_length()
         buf, start = r.window(n)
         data = bytes(buf[start:])
         base = r.pos
@@ -221,7 +235,7 @@ def _read_strings(r: _Reader, count: int) -> list[str]:
     return out
 
 
-def _read_array(r: _Reader, depth: int) -> tuple[list[object], GGUFValueType]:
+def _read_array(r: _Reader, depth: int) -> tuple[list[Any], GGUFValueType]:
     item_type = r.value_type()
     count = r.count("array", _MIN_ITEM[item_type])
     fmt = _FORMAT.get(item_type)
@@ -338,7 +352,7 @@ def _place_tensors(r: _Reader, infos: list[_RawTensor], data_offset: int) -> dic
                    f"bytes (truncated download?)")
         tensors[name] = TensorInfo(name, ggml_type, shape, start, nbytes)
     by_offset = sorted(tensors.values(), key=lambda t: t.offset)
-    for before, after in zip(by_offset, by_offset[1:]):
+    for before, after in pairwise(by_offset):
         if before.offset + before.nbytes > after.offset:
             r.fail(f"tensors {before.name!r} (bytes {before.offset} to {before.offset + before.nbytes}) and "
                    f"{after.name!r} (from byte {after.offset}) overlap")
@@ -355,13 +369,8 @@ def read_header(source: Source) -> GGUFHeader:
         r.fail(f"not a GGUF file: it starts with {magic!r}, not {GGUF_MAGIC!r}")
     version = r.u32()
     _check_version(r, version)
-    n_tensors = r.u64()
-    n_kv = r.u64()
-    if n_tensors * _MIN_TENSOR_INFO > r.remaining():
-        r.fail(f"the header claims {n_tensors} tensors, which cannot fit in the {r.remaining()} bytes that follow")
-    if n_kv * _MIN_KV > r.remaining():
-        r.fail(f"the header claims {n_kv} metadata entries, which cannot fit in the {r.remaining()} bytes "
-               f"that follow")
+    n_tensors = r.count("tensor", _MIN_TENSOR_INFO)
+    n_kv = r.count("metadata entry", _MIN_KV)
     metadata, types = _read_metadata(r, n_kv)
     alignment = _alignment(r, metadata, types)
     infos = _read_tensor_infos(r, n_tensors, alignment)

@@ -81,7 +81,8 @@ def print_text(model: GGUFFile, out: TextIO) -> None:
     widths = [max(len(row[c]) for row in rows) for c in range(len(rows[0]))]
     numeric = {0, 4, 5, 6}  # right-aligned columns
     for row in rows:
-        cells = [cell.rjust(w) if c in numeric else cell.ljust(w) for c, (cell, w) in enumerate(zip(row, widths))]
+        cells = [cell.rjust(width) if column in numeric else cell.ljust(width)
+                 for column, (cell, width) in enumerate(zip(row, widths, strict=True))]
         out.write("  " + "  ".join(cells).rstrip() + "\n")
 
 
@@ -109,11 +110,10 @@ def _render(value: object, types: MetadataType | None = None) -> str:
 
 
 def _quote(text: str) -> str:
-    # Bytes that were not UTF-8 were kept as surrogates; show them as \xNN rather than fail to print them.
-    visible = text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
-    if len(visible) > STRING_PREVIEW:
-        return json.dumps(visible[:STRING_PREVIEW], ensure_ascii=False) + f"... ({len(visible)} chars)"
-    return json.dumps(visible, ensure_ascii=False)
+    shown = json.dumps(text[:STRING_PREVIEW], ensure_ascii=False)  # quotes, and escapes controls and newlines
+    # Bytes that were not UTF-8 were kept as lone surrogates: show them as \xNN rather than fail to print them.
+    shown = shown.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    return shown if len(text) <= STRING_PREVIEW else f"{shown}... ({len(text)} chars)"
 
 
 def _float32_text(value: float) -> str:

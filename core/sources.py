@@ -5,6 +5,7 @@ decided once, here. Every failure to get bytes is a `SourceError` that names the
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
@@ -133,18 +134,16 @@ class FileSource(Source):
             self._view.release()
             self._view = None
         if self._map is not None:
-            try:
+            # If a caller still holds a view of a tensor, the mapping goes away when the last view does.
+            with contextlib.suppress(BufferError):
                 self._map.close()
-            except BufferError:
-                # A caller still holds a view of a tensor; the mapping goes away when the last view does.
-                pass
             self._map = None
         if self._file is not None:
             self._file.close()
             self._file = None
 
 
-class _Transient(Exception):
+class _TransientError(Exception):
     """An HTTP failure worth retrying (timeouts, resets, 5xx, 429, short bodies)."""
 
 
@@ -224,7 +223,7 @@ class HTTPSource(Source):
         while True:
             try:
                 return self._fetch_once(start, end, probing)
-            except _Transient as e:
+            except _TransientError as e:
                 failures += 1
                 if failures > self.retries:
                     raise SourceError(f"{self.name}: {e} (gave up after {failures} attempts)") from None
@@ -247,11 +246,11 @@ class HTTPSource(Source):
                 if total == 0:
                     return b"", 0
             if e.code in _RETRYABLE_STATUS:
-                raise _Transient(f"HTTP {e.code} {e.reason}") from None
+                raise _TransientError(f"HTTP {e.code} {e.reason}") from None
             raise SourceError(f"{self.name}: HTTP {e.code} {e.reason}") from None
         except (urllib.error.URLError, OSError, HTTPException) as e:
             reason = getattr(e, "reason", None) or e
-            raise _Transient(f"request failed: {reason}") from None
+            raise _TransientError(f"request failed: {reason}") from None
         with response:
             if response.status == 200:
                 raise SourceError(
@@ -275,9 +274,9 @@ class HTTPSource(Source):
             try:
                 body = response.read(want)
             except (OSError, HTTPException) as e:
-                raise _Transient(f"download interrupted: {e}") from None
+                raise _TransientError(f"download interrupted: {e}") from None
             if len(body) != want:
-                raise _Transient(f"short read: got {len(body)} of {want} bytes at offset {start}")
+                raise _TransientError(f"short read: got {len(body)} of {want} bytes at offset {start}")
             return body, total
 
 

@@ -31,7 +31,7 @@ from llmchat.errors import GGUFError, SourceError
 from llmchat.ggml_types import GGMLType
 from llmchat.gguf import GGUFValueType as VT
 from llmchat.gguf import open_gguf, shard_name
-from llmchat.gguf_header import HEADER_CHUNK
+from llmchat.gguf_header import HEADER_CHUNK, MAX_COUNT, MAX_STRING_BYTES
 from llmchat.sources import BytesSource, FileSource, Source
 
 # ---- valid files round-trip ----
@@ -290,8 +290,8 @@ BROKEN: dict[str, tuple[Callable[[], bytes], str]] = {
     "version 1": (lambda: raw_gguf(version=1), "version 1 is not supported"),
     "version 4": (lambda: raw_gguf(version=4), "unsupported GGUF version 4"),
     "big-endian": (lambda: raw_gguf(version=3 << 24), "big-endian"),
-    "absurd tensor count": (lambda: raw_gguf(n_tensors=U64_MAX), f"claims {U64_MAX} tensors"),
-    "absurd kv count": (lambda: raw_gguf(n_kv=2**40), f"claims {2**40} metadata entries"),
+    "absurd tensor count": (lambda: raw_gguf(n_tensors=U64_MAX), f"tensor count {U64_MAX} cannot fit"),
+    "absurd kv count": (lambda: raw_gguf(n_kv=2**40), f"metadata entry count {2**40} cannot fit"),
     "absurd array length": (lambda: raw_gguf([kv("a", VT.ARRAY, array_payload(VT.UINT32, 2**62, b""))]),
                             f"array count {2**62} cannot fit"),
     "absurd string array length": (
@@ -343,6 +343,35 @@ def test_broken_file_is_refused(tmp_path: Path, case: str) -> None:
     with pytest.raises(GGUFError, match=problem) as e:
         open_gguf(path)
     assert str(e.value).startswith(f"{path}: ")
+
+
+class HugeSource(Source):
+    """`head` followed by zeros up to `size` bytes that are never stored: a very large file in little memory."""
+
+    def __init__(self, head: bytes, size: int, name: str) -> None:
+        self.head, self.size, self.name = head, size, name
+
+    def read(self, offset: int, length: int) -> bytes:
+        self._check_range(offset, length)
+        assert length <= 1 << 24, "the parser asked for a huge window"
+        part = self.head[offset:offset + length]
+        return part + bytes(length - len(part))
+
+
+@pytest.mark.parametrize("head, problem", [
+    (raw_gguf([kv("a", VT.ARRAY, array_payload(VT.UINT8, MAX_COUNT + 1, b""))]), "array count .* exceeds the limit"),
+    (raw_gguf([kv("a", VT.ARRAY, array_payload(VT.STRING, MAX_COUNT + 1, b""))]), "array count .* exceeds the limit"),
+    (raw_gguf([kv("s", VT.STRING, struct.pack("<Q", MAX_STRING_BYTES + 1))]), "string of .* exceeds the limit"),
+    (raw_gguf([kv("a", VT.ARRAY, array_payload(VT.STRING, 1, struct.pack("<Q", MAX_STRING_BYTES + 1)))]),
+     "string of .* exceeds the limit"),
+    (raw_gguf(n_tensors=MAX_COUNT + 1), "tensor count .* exceeds the limit"),
+    (raw_gguf(n_kv=MAX_COUNT + 1), "metadata entry count .* exceeds the limit"),
+], ids=["uint8-array", "string-array", "string", "string-in-array", "tensors", "metadata"])
+def test_counts_that_fit_a_huge_file_are_still_capped(head: bytes, problem: str) -> None:
+    # In a 1 TB file (over HTTP, say) the bytes-left check alone would let a corrupt count pull gigabytes in.
+    with pytest.raises(GGUFError, match=problem) as e:
+        open_gguf(HugeSource(head, 1 << 40, name="huge.gguf"))
+    assert str(e.value).startswith("huge.gguf: ")
 
 
 def test_every_truncation_of_a_valid_file_is_refused(tmp_path: Path) -> None:
