@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from gguf_factory import default_tensors, write_gguf, write_split_gguf
 
+from llmchat import sources
 from llmchat.errors import SourceError
 from llmchat.gguf import open_gguf
 from llmchat.sources import BytesSource, FileSource, HTTPSource, open_source
@@ -71,6 +72,21 @@ def test_views_outlive_close(tmp_path: Path) -> None:
     view = s.read(100, 50)
     s.close()
     assert bytes(view) == DATA[100:150]
+
+
+def test_file_source_without_mmap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Interpreters built without mmap (some embedded and browser builds) fall back to seek + read.
+    monkeypatch.setattr(sources, "mmap", None)
+    path = tmp_path / "f.bin"
+    path.write_bytes(DATA)
+    with FileSource(path) as s:
+        data = s.read(70_000, 1234)
+        assert type(data) is bytes and data == DATA[70_000:71_234]  # a copy: no mapping to view
+        with pytest.raises(SourceError, match="cannot read 2 bytes"):
+            s.read(len(DATA) - 1, 2)
+    with open_gguf(write_gguf(tmp_path / "m.gguf")) as f:
+        spec = default_tensors()[0]
+        assert bytes(f.tensor_bytes(spec.name)) == spec.data
 
 
 def test_bytes_source() -> None:
