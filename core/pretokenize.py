@@ -84,7 +84,8 @@ _FAMILIES: dict[tuple[str, ...], tuple[str, ...]] = {
      "dbrx", "smaug-bpe", "chatglm-bpe", "glm4"): (_LLAMA3,),
     ("qwen2", "deepseek-r1-qwen", "megrez", "stablelm2"): (_QWEN2,),
     ("smollm", "starcoder", "refact", "command-r", "codeshell", "exaone", "minerva-7b"): (r"[\p{N}]", _GPT2),
-    ("deepseek-llm",): (r"[\r\n]", _DEEPSEEK_LETTERS, r"\s?[!-/:-~\uff01-\uff0f\uff1a-\uff5e\u2018-\u201f\u3000-\u3002]+", r"\s+\Z", _CJK_RUNS,
+    ("deepseek-llm",): (r"[\r\n]", _DEEPSEEK_LETTERS,
+                        r"\s?[!-/:-~\uff01-\uff0f\uff1a-\uff5e\u2018-\u201f\u3000-\u3002]+", r"\s+\Z", _CJK_RUNS,
                         r"[\p{N}]+"),
     ("deepseek-coder",): (r"[\r\n]", r"\s?[\p{L}]+", r"\s?[\p{P}]+", _CJK_RUNS, r"[\p{N}]"),
     ("deepseek-v3",): (r"[\p{N}]{1,3}", r"[\u4e00-\u9fa5\u3040-\u309f\u30a0-\u30ff]+",
@@ -150,13 +151,14 @@ def _flat_ranges(flat: tuple[int, ...]) -> list[tuple[int, int]]:
     return list(zip(flat[0::2], flat[1::2]))
 
 
-# Non-ASCII White_Space -> U+000B, and the stand-ins occurring in real text -> "other".
-_WHITESPACE_TO_VT = {cp: 0x0B for first, last in _flat_ranges(uc.WHITESPACE) for cp in range(first, last + 1)
+# What the probe replaces: non-ASCII White_Space by U+000B; with stand-ins also the stand-ins' own code points (by
+# "other", their class) and every character beyond U+FFFF (by its class's stand-in).
+_WHITESPACE_TO_VT = {chr(cp): "\x0b" for first, last in _flat_ranges(uc.WHITESPACE) for cp in range(first, last + 1)
                      if cp >= 0x80}
-_PROBE_TABLE = {**_WHITESPACE_TO_VT, **{cp: _STAND_IN["other"] for cp in _STAND_IN.values()}}
-_NEEDS_PROBE = re.compile("[" + "".join(f"\\U{cp:08x}" for cp in _PROBE_TABLE) + "\\U00010000-\\U0010ffff]")
-_NEEDS_WHITESPACE_PROBE = re.compile("[" + "".join(f"\\U{cp:08x}" for cp in _WHITESPACE_TO_VT) + "]")
-_BEYOND_BMP = re.compile("[\\U00010000-\\U0010ffff]")
+_STAND_IN_TO_OTHER = {chr(cp): chr(_STAND_IN["other"]) for cp in _STAND_IN.values()}
+_WHITESPACE_CHARS = "".join(f"\\U{ord(ch):08x}" for ch in _WHITESPACE_TO_VT)
+_WHITESPACE_ONLY = re.compile(f"[{_WHITESPACE_CHARS}]")
+_WHITESPACE_OR_BEYOND_BMP = re.compile(f"[{_WHITESPACE_CHARS}\\ue000-\\ue005\\U00010000-\\U0010ffff]")
 # Sorted (first, last, stand-in) for the classes beyond the BMP, for bisection.
 _BEYOND_BMP_RANGES = sorted((first, last, _STAND_IN[key]) for key, flat in _CLASSES.items()
                             for first, last in _flat_ranges(flat) if last > _BMP_END)
@@ -164,7 +166,11 @@ _BEYOND_BMP_FIRSTS = [first for first, _, _ in _BEYOND_BMP_RANGES]
 
 
 @functools.lru_cache(maxsize=4096)
-def _stand_in(ch: str) -> str:
+def _probe_char(ch: str) -> str:
+    """The probe's replacement for one character matched by _WHITESPACE_OR_BEYOND_BMP."""
+    fixed = _WHITESPACE_TO_VT.get(ch) or _STAND_IN_TO_OTHER.get(ch)
+    if fixed is not None:
+        return fixed
     cp = ord(ch)
     at = bisect.bisect_right(_BEYOND_BMP_FIRSTS, cp) - 1
     if at >= 0:
@@ -185,38 +191,28 @@ class PreTokenizer:
     stand_ins: bool
 
     def probe(self, text: str) -> str:
-        """The text the regexes run on (`text` itself when nothing needs replacing)."""
+        """The text the regexes run on, of the same length as `text` (`text` itself when nothing changes)."""
         if text.isascii():
             return text
-        if not self.stand_ins:
-            return text.translate(_WHITESPACE_TO_VT) if _NEEDS_WHITESPACE_PROBE.search(text) else text
-        if not _NEEDS_PROBE.search(text):
-            return text
-        probe = text.translate(_PROBE_TABLE)
-        if _BEYOND_BMP.search(probe):
-            probe = _BEYOND_BMP.sub(lambda m: _stand_in(m.group(0)), probe)
-        return probe
+        if self.stand_ins:
+            return _WHITESPACE_OR_BEYOND_BMP.sub(lambda m: _probe_char(m.group()), text)
+        return _WHITESPACE_ONLY.sub(lambda m: _WHITESPACE_TO_VT[m.group()], text)
 
     def split(self, text: str) -> list[str]:
         """Cut `text` into consecutive pieces whose concatenation is `text` (empty pieces are never returned)."""
         probe = self.probe(text)
-        if probe is text:
-            pieces = [text]
-            for rx in self.regexes:
-                pieces = [part for piece in pieces for part in rx.split(piece) if part]
-            return pieces
-        pairs = [(probe, text)]
+        pieces = [probe]
         for rx in self.regexes:
-            out: list[tuple[str, str]] = []
-            for piece_probe, piece in pairs:
-                pos = 0
-                for part in rx.split(piece_probe):
-                    if part:
-                        end = pos + len(part)
-                        out.append((part, piece[pos:end]))
-                        pos = end
-            pairs = out
-        return [piece for _, piece in pairs]
+            pieces = [part for piece in pieces for part in rx.split(piece) if part]
+        if probe == text:
+            return pieces
+        # The probe has the same length as the text: cut the text where the probe was cut.
+        out, pos = [], 0
+        for piece in pieces:
+            end = pos + len(piece)
+            out.append(text[pos:end])
+            pos = end
+        return out
 
 
 _CACHE: dict[str, PreTokenizer] = {}

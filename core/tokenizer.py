@@ -113,7 +113,11 @@ class StreamDecoder:
 
 
 class Tokenizer:
-    """Encoder/decoder for one GGUF vocabulary. Build it with `Tokenizer.from_metadata(gguf.metadata)`."""
+    """Encoder/decoder for one GGUF vocabulary. Build it with `Tokenizer.from_metadata(gguf.metadata)`.
+
+    `model` and `pre` echo `tokenizer.ggml.model`/`.pre`; the `*_id` attributes are None where the vocabulary has
+    no such token; `fim_ids` maps fim_pre, fim_suf, fim_mid, fim_pad, fim_rep, fim_sep to ids (or None).
+    """
 
     vocab_size: int
     bos_id: int | None
@@ -171,7 +175,7 @@ class Tokenizer:
         self.add_eos = False if add_eos is None else bool(add_eos)
         self._ignore_merges = (not self._spm) and pre in _IGNORE_MERGES
 
-        ids = {role: self._checked_id(role, special_ids.get(role), defaults.get(role))
+        ids = {role: self._checked_id(special_ids.get(role), defaults.get(role))
                for role in ("bos", "eos", "eot", "eom", "unk", "pad", *_FIM_TEXTS)}
         if ids["eot"] is None:
             ids["eot"] = self._find_by_text(_EOT_TEXTS)
@@ -236,7 +240,7 @@ class Tokenizer:
                    special_ids=special_ids, add_bos=flag("add_bos_token"), add_eos=flag("add_eos_token"),
                    add_space_prefix=flag("add_space_prefix"), model_name=name if isinstance(name, str) else "")
 
-    def _checked_id(self, role: str, value: int | None, default: int | None) -> int | None:
+    def _checked_id(self, value: int | None, default: int | None) -> int | None:
         # llama.cpp ignores an out-of-range id and keeps its default; so do we.
         if value is not None and 0 <= value < self.vocab_size:
             return value
