@@ -40,7 +40,7 @@ struct Step {
 
 const HD4: u32 = {{HD4}}u;  // head_dim / 4
 const WG: u32 = {{WG}}u;
-const TILE: u32 = BLOCK_TOKENS;  // positions scored before each rescale of the accumulator
+const MIN_RANGE: u32 = {{MIN_RANGE}}u;  // fewest positions worth a range of their own
 const NEG: f32 = -3.4028234663852886e38;
 
 var<private> q: array<vec4<f32>, HD4>;
@@ -75,9 +75,10 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     if (p.window != 0u && pos >= p.window) {
         lo = pos + 1u - p.window;
     }
-    // Ranges are whole tiles long so that short contexts leave the later ranges empty instead of tiny.
-    let chunk = (((pos + 1u - lo + p.n_splits - 1u) / p.n_splits + TILE - 1u) / TILE) * TILE;
-    let start = lo + min(split * chunk, pos + 1u - lo);
+    // Short contexts leave the later ranges empty rather than cutting the positions into slivers.
+    let len = pos + 1u - lo;
+    let chunk = max((len + p.n_splits - 1u) / p.n_splits, MIN_RANGE);
+    let start = lo + min(split * chunk, len);
     let end = min(start + chunk, pos + 1u);
 
     let kv_col = (h / (p.n_head / p.n_kv_head)) * HD4;
@@ -88,36 +89,26 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     }
     var m = NEG;
     var l = 0.0;
-    var rows: array<u32, TILE>;
-    var scores: array<f32, TILE>;
-    for (var j0 = start; j0 < end; j0 += TILE) {
-        let n = min(TILE, end - j0);
-        var tile_max = NEG;
-        for (var j = 0u; j < n; j++) {
-            let row = kv_row(info.z, j0 + j, p.max_blocks);
-            rows[j] = row;
-            if (row != NO_ROW) {
-                scores[j] = score(row * p.n_kv_head * HD4 + kv_col);
-                tile_max = max(tile_max, scores[j]);
-            }
+    for (var j = start; j < end; j++) {
+        let row = kv_row(info.z, j, p.max_blocks);
+        if (row == NO_ROW) {
+            continue;
         }
-        let m_new = max(m, tile_max);
-        let rescale = exp(m - m_new);
-        l *= rescale;
+        let base = row * p.n_kv_head * HD4 + kv_col;
+        let s = score(base);
+        if (s > m) {
+            let rescale = exp(m - s);
+            l *= rescale;
+            for (var i = 0u; i < HD4; i++) {
+                acc[i] *= rescale;
+            }
+            m = s;
+        }
+        let w = exp(s - m);
+        l += w;
         for (var i = 0u; i < HD4; i++) {
-            acc[i] *= rescale;
+            acc[i] += w * v_cache[base + i];
         }
-        for (var j = 0u; j < n; j++) {
-            if (rows[j] != NO_ROW) {
-                let w = exp(scores[j] - m_new);
-                l += w;
-                let v0 = rows[j] * p.n_kv_head * HD4 + kv_col;
-                for (var i = 0u; i < HD4; i++) {
-                    acc[i] += w * v_cache[v0 + i];
-                }
-            }
-        }
-        m = m_new;
     }
 
     if (p.n_splits == 1u) {

@@ -74,7 +74,7 @@ def mul_silu(rec: Recorder, gate: Act, up: Act) -> None:
 NORM_WG = 64  # invocations per RMSNorm workgroup (one workgroup per token and segment)
 ATTN_WG = 32  # invocations per attention workgroup; small, so one decode token still fills several workgroups
 ATTN_PARALLEL = 1024  # (token, head, range) invocations attention aims for before it stops cutting ranges
-ATTN_MIN_RANGE = 64  # positions per range below which cutting a context further costs more than it gains
+ATTN_MIN_RANGE = 32  # positions per range below which cutting a context further costs more than it gains
 TOPK_WG = 16  # invocations per top-k scan workgroup; a row has only tens of chunks
 TOPK_MAX = 64
 
@@ -172,7 +172,8 @@ def attention(rec: Recorder, qkv: Act, tokens: Buffer, k_cache: Buffer, v_cache:
     hd4 = head_dim // 4
     record_bytes = (hd4 + 1) * 16
     n_splits = max(1, min(n_splits, rec.device.info.max_binding_size // (qkv.rows * n_head * record_bytes)))
-    kernel = rec.kernels.get("attention.wgsl", HD4=hd4, WG=ATTN_WG, BLOCK_TOKENS=BLOCK_TOKENS)
+    kernel = rec.kernels.get("attention.wgsl", HD4=hd4, WG=ATTN_WG, MIN_RANGE=ATTN_MIN_RANGE,
+                             BLOCK_TOKENS=BLOCK_TOKENS)
     params = rec.params("attention", "8I2f", n_head, n_kv_head, qkv.cols, out.cols, max_blocks, window, n_splits, 0,
                         scale, softcap)
     dst = out.buffer if n_splits == 1 else _scratch(rec, qkv.rows * n_head * n_splits * record_bytes)
