@@ -9,8 +9,9 @@ Two vocabulary kinds are supported, named by `tokenizer.ggml.model`:
   without a token fall back to `<0xNN>` byte tokens.
 
 Special tokens. Tokens of type CONTROL (3) and UNKNOWN (2) are recognised in the text only when
-`parse_special=True`; USER_DEFINED (4) tokens are always recognised, as in llama.cpp (and HF tokenizers, where
-added tokens that are not "special" are always split out first). Recognition follows llama.cpp: special tokens
+`parse_special=True`; USER_DEFINED (4) tokens are always recognised. That is llama.cpp's rule (with special
+parsing off it skips only CONTROL and UNKNOWN tokens; SmolLM2 has no USER_DEFINED token to show it in its ids) and
+HF's, where added tokens that are not "special" are always split out first. Recognition follows llama.cpp: special tokens
 are tried longest first, and each one splits every remaining piece of plain text wherever it occurs.
 
 End of generation. `eog_ids` holds EOS, EOT and EOM, FIM pad/repo/separator tokens, and every token whose text is
