@@ -11,8 +11,9 @@ Two vocabulary kinds are supported, named by `tokenizer.ggml.model`:
 Special tokens. Tokens of type CONTROL (3) and UNKNOWN (2) are recognised in the text only when
 `parse_special=True`; USER_DEFINED (4) tokens are always recognised. That is llama.cpp's rule (with special
 parsing off it skips only CONTROL and UNKNOWN tokens; SmolLM2 has no USER_DEFINED token to show it in its ids) and
-HF's, where added tokens that are not "special" are always split out first. Recognition follows llama.cpp: special tokens
-are tried longest first, and each one splits every remaining piece of plain text wherever it occurs.
+HF's, where added tokens that are not "special" are always split out first. Recognition follows llama.cpp:
+special tokens are tried longest first, and each one splits every remaining piece of plain text wherever it
+occurs.
 
 End of generation. `eog_ids` holds EOS, EOT and EOM, FIM pad/repo/separator tokens, and every token whose text is
 one of llama.cpp's end-of-turn spellings (`<|im_end|>`, `<|eot_id|>`, `<|endoftext|>`, `<end_of_turn>`...). As in
