@@ -39,23 +39,53 @@ fn better(v: f32, i: u32, w: f32, j: u32) -> bool {
     return v > w || (v == w && i < j);
 }
 
-// Insert (v, i) into the sorted list if it beats the last entry; returns false when it does not.
+// The kept candidates form a heap whose root (entry 0) is the worst of them, so a logit that makes the cut costs
+// log2(K) moves instead of the K/2 of an insertion into a sorted list.
+
+// Place (v, i) at the root of the heap of the first n entries and sift it down to where it belongs.
+fn sift_down(v: f32, i: u32, n: u32) {
+    var at = 0u;
+    loop {
+        var c = 2u * at + 1u;
+        if (c >= n) {
+            break;
+        }
+        if (c + 1u < n && better(vals[c], idxs[c], vals[c + 1u], idxs[c + 1u])) {
+            c += 1u;  // the worse child
+        }
+        if (!better(v, i, vals[c], idxs[c])) {
+            break;
+        }
+        vals[at] = vals[c];
+        idxs[at] = idxs[c];
+        at = c;
+    }
+    vals[at] = v;
+    idxs[at] = i;
+}
+
+// Keep (v, i) if it beats the worst kept candidate; returns false when it does not.
 fn offer(v: f32, i: u32) -> bool {
-    if (!better(v, i, vals[K - 1u], idxs[K - 1u])) {
+    if (!better(v, i, vals[0], idxs[0])) {
         return false;
     }
-    var j = K - 1u;
-    while (j > 0u && better(v, i, vals[j - 1u], idxs[j - 1u])) {
-        vals[j] = vals[j - 1u];
-        idxs[j] = idxs[j - 1u];
-        j--;
-    }
-    vals[j] = v;
-    idxs[j] = i;
+    sift_down(v, i, K);
     return true;
 }
 
+// Heap sort: the worst candidate moves to the back each round, leaving the list best first.
+fn sort_kept() {
+    for (var n = K - 1u; n > 0u; n--) {
+        let v = vals[n];
+        let i = idxs[n];
+        vals[n] = vals[0];
+        idxs[n] = idxs[0];
+        sift_down(v, i, n);
+    }
+}
+
 fn write_record(r: u32, m: f32, s: f32) {
+    sort_kept();
     let o = r * REC;
     dst[o] = bitcast<u32>(m);
     dst[o + 1u] = bitcast<u32>(s);
