@@ -10,7 +10,7 @@ from array import array
 from .config import ModelConfig
 from .errors import ContextOverflowError, ModelTooLargeError
 from .gpu.device import Device
-from .gpu.ops import BLOCK_TOKENS
+from .gpu.kvlayout import BLOCK_TOKENS
 
 
 class KVCache:
