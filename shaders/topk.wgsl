@@ -5,7 +5,7 @@
 // Output record, REC = 4 + 2K u32 words per row (the same layout for the partial records of pass 1):
 //   word 0: max logit (f32 bits)      word 1: sum of exp(logit - max) (f32 bits)      words 2, 3: 0
 //   words 4 + 2j, 5 + 2j: value (f32 bits) and index of the j-th largest logit, j < K. Rows with fewer than K
-//   logits above -FLT_MAX leave the rest as (-FLT_MAX, 0xffffffff).
+//   logits >= -FLT_MAX (the rest being -inf, as masks set them) leave the remaining entries as (-FLT_MAX, 0xffffffff).
 // Two passes (PASS): 1 scans CHUNK logits of a row per invocation into a partial record, so one row spreads over
 // many invocations; 2 merges a row's partial records into the final one (one invocation per row).
 // Rows processed: min(n_rows, step.n_tokens).

@@ -93,6 +93,13 @@ def test_attention_peaked_scores(gpu: Gpu, rng):
     run_attention(gpu, rng, DECODE, n_head=4, n_kv=1, hd=64, q_scale=40.0, splits=7)
 
 
+def test_attention_grid_folds_past_65535_workgroups(gpu: Gpu, rng, monkeypatch):
+    """One invocation per workgroup and 128 tokens x 8 heads x 64 ranges: the grid needs a second dimension."""
+    monkeypatch.setattr(ops, "ATTN_WG", 1)
+    assert ops._grid_1d(128 * 8 * 64, 1) == (65535, 2, 1)
+    run_attention(gpu, rng, [(0, p) for p in range(128)], n_head=8, n_kv=2, hd=16, splits=64)
+
+
 def test_attention_splits_follow_the_work():
     """Decode cuts a long context into ranges of at least ATTN_MIN_RANGE positions; prefill and short contexts,
     where tokens and heads alone fill the device, take one range and skip the combine pass."""
