@@ -114,19 +114,21 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
             return;
         }
         let end = min(begin + p.chunk, p.n);
-        // Running max m and sum of exp(x - m): one exp per logit, rescaling the sum when the max moves.
         var m = NEG;
-        var s = 0.0;
         for (var i = begin; i < end; i++) {
             let x = bitcast<f32>(src[row * p.stride + i]);
-            let e = exp(-abs(x - m));
-            if (x > m) {
-                s = s * e + 1.0;
-                m = x;
-            } else {
-                s += e;
-            }
+            m = max(m, x);
             offer(x, i);
+        }
+        // A second pass over the (cached) chunk for sum(exp(x - m)), in runs of 64 terms whose sums go into `s`,
+        // so rounding grows with 64 + chunk/64 additions rather than with chunk.
+        var s = 0.0;
+        for (var r = begin; r < end; r += 64u) {
+            var run = 0.0;
+            for (var i = r; i < min(r + 64u, end); i++) {
+                run += exp(bitcast<f32>(src[row * p.stride + i]) - m);
+            }
+            s += run;
         }
         write_record(row * ((p.n + p.chunk - 1u) / p.chunk) + c, m, s);
         return;
