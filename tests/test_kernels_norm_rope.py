@@ -38,9 +38,13 @@ def f32(a: np.ndarray) -> np.ndarray:
 
 # -- RMSNorm ---------------------------------------------------------------------------------------------------------
 
+@pytest.mark.parametrize("wg", [8, 64], ids=["wg8", "wg64"])
 @pytest.mark.parametrize("n_tokens,dim", [(1, 576), (7, 100), (3, 8192), (2, 4), (65, 1000)])
-def test_rmsnorm_matches_reference(gpu: Gpu, rng, n_tokens: int, dim: int):
-    """Rows shorter and longer than the workgroup, not multiples of it; one token per workgroup."""
+def test_rmsnorm_matches_reference(gpu: Gpu, rng, monkeypatch, n_tokens: int, dim: int, wg: int):
+    """Rows shorter and longer than the workgroup, not multiples of it; one token per workgroup, of the CPU
+    adapters' size and of the GPUs'."""
+    monkeypatch.setattr(ops, "NORM_WG", wg)
+    monkeypatch.setattr(ops, "NORM_WG_SOFTWARE", wg)
     x = f32(rng.standard_normal((n_tokens, dim)) * rng.uniform(0.1, 10, (n_tokens, 1)))
     g = f32(rng.standard_normal(dim))
     rec = gpu.recorder(n_tokens)
