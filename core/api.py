@@ -68,12 +68,14 @@ class LLM:
         return self.tokenizer.encode(text, add_bos=False, parse_special=True)
 
     # -- scoring -------------------------------------------------------------------------------------------------
-    def prefill(self, slot: int, ids: list[int], start: int = 0, all_logits: bool = False) -> list:
-        """Feed `ids` at positions start.. in chunks; returns the last logits row (or every row)."""
+    def prefill(self, slot: int, ids: list[int], start: int = 0, all_logits: bool = False, top_k: int = 0) -> list:
+        """Feed `ids` at positions start.. in chunks; returns the last logits row (or every row, or the last row's
+        top-k candidates)."""
         rows, step = [], self.engine.max_step
         for i in range(0, len(ids), step):
             chunk = ids[i:i + step]
-            out = self.engine.step([Feed(slot, chunk, start + i, all_logits)])[0]
+            last = i + step >= len(ids)
+            out = self.engine.step([Feed(slot, chunk, start + i, all_logits)], top_k=top_k if last else 0)[0]
             if all_logits:
                 v = self.config.vocab_size
                 rows.extend(out[j * v:(j + 1) * v] for j in range(len(chunk)))
@@ -171,12 +173,17 @@ class LLM:
         eog = frozenset() if ignore_eos else tok.eog_ids
         t0 = time.perf_counter()
         host0 = self.engine.stats["host_s"]
-        logits = self.prefill(slot, ids[cached:], start=cached)[-1]
+        k = params.candidates_k  # 0 when sampling needs the whole row (penalties, or no top-k with temperature)
+        logits = self.prefill(slot, ids[cached:], start=cached, top_k=k)[-1]
         t1 = time.perf_counter()
         text, pending, n_out, finish = "", "", 0, "length"
         pos = len(ids)
         while True:
-            token, logprob = sampler.sample_full(logits, seen)
+            if k:
+                token, logprob = sampler.sample_candidates(list(logits.indices), list(logits.values), logits.max,
+                                                           logits.sum_exp, seen)
+            else:
+                token, logprob = sampler.sample_full(logits, seen)
             n_out += 1
             if token in eog:
                 finish = "stop"
@@ -198,7 +205,7 @@ class LLM:
                 yield Event(out, token, logprob)
             if n_out >= max_tokens:
                 break
-            logits = self.engine.step([Feed(slot, [token], pos)])[0]
+            logits = self.engine.step([Feed(slot, [token], pos)], top_k=k)[0]
             pos += 1
         if pending and finish == "length":
             text += pending

@@ -53,14 +53,15 @@ class Engine:
         split_ffn = len(model.blk[0].ffn_gate_up) > 1
         self.acts = Activations.create(rec, self.config, self.max_step, self.max_step, split_ffn)
         self.logits = rec.act("logits", self.max_step, self.config.vocab_size)
-        self._programs: dict[tuple[int, int], Program] = {}
+        self.candidates = rec.device.buffer(self.max_step * ops.topk_words(ops.TOPK_MAX) * 4, "candidates")
+        self._programs: dict[tuple[int, int, int], Program] = {}
         self.stats = {"steps": 0, "tokens": 0, "host_s": 0.0}
 
     def _recorder(self) -> Recorder:
         return Recorder(self.device, self.kernels, self.step_buf, self.out_buf)
 
-    def program(self, rows: int, out_rows: int) -> Program:
-        key = (rows, out_rows)
+    def program(self, rows: int, out_rows: int, top_k: int = 0) -> Program:
+        key = (rows, out_rows, top_k)
         prog = self._programs.get(key)
         if prog is None:
             rec = self._recorder()
@@ -69,15 +70,19 @@ class Engine:
                                qkv=_rows(a.qkv, rows), attn=_rows(a.attn, rows), ff=_rows(a.ff, rows),
                                up=_rows(a.up, rows) if a.up else None, last=_rows(a.last, out_rows),
                                last_norm=_rows(a.last_norm, out_rows))
-            self.model.record(rec, acts, self.kv, _rows(self.logits, out_rows))
+            logits = _rows(self.logits, out_rows)
+            self.model.record(rec, acts, self.kv, logits)
+            if top_k:
+                ops.topk(rec, logits, self.candidates, top_k)
             prog = self._programs[key] = rec.finish()
         return prog
 
-    def dispatches_per_step(self, rows: int = 1, out_rows: int = 1) -> int:
-        return len(self.program(bucket(rows), bucket(out_rows)))
+    def dispatches_per_step(self, rows: int = 1, out_rows: int = 1, top_k: int = 1) -> int:
+        return len(self.program(bucket(rows), bucket(out_rows), top_k))
 
-    def step(self, feeds: list[Feed]) -> list[list[float]]:
-        """Run one forward step; returns, per feed, the logits rows it asked for (flattened row-major lists)."""
+    def step(self, feeds: list[Feed], top_k: int = 0) -> list:
+        """Run one forward step. Per feed: the logits rows it asked for (a flat row-major array('f')), or with
+        `top_k` > 0 the GPU's top-k candidates of its last row (`ops.TopK`), so only a few numbers come back."""
         t0 = time.perf_counter()
         n = sum(len(f.tokens) for f in feeds)
         if not 0 < n <= self.max_step:
@@ -106,11 +111,15 @@ class Engine:
         dev.write(self.acts.out_rows, out_rows.tobytes())
         dev.write(self.step_buf, struct.pack("<4I", n, 0, 0, 0))
         dev.write(self.out_buf, struct.pack("<4I", n_out, 0, 0, 0))
-        dev.run(self.program(bucket(n), bucket(n_out)))
+        if top_k and any(f.all_logits for f in feeds):
+            raise LLMChatError("top-k candidates come from the last row of each feed; all_logits asks for every row")
+        dev.run(self.program(bucket(n), bucket(n_out), top_k))
         self.stats["host_s"] += time.perf_counter() - t0
-        data = array("f", dev.read(self.logits.buffer, 0, n_out * vocab * 4))
         self.stats["steps"] += 1
         self.stats["tokens"] += n
+        if top_k:
+            return ops.read_topk(dev.read(self.candidates, 0, n_out * ops.topk_words(top_k) * 4), top_k, n_out)
+        data = array("f", dev.read(self.logits.buffer, 0, n_out * vocab * 4))
         result, i = [], 0
         for f in feeds:
             k = len(f.tokens) if f.all_logits else 1

@@ -54,3 +54,7 @@ class DeviceLostError(GPUError):
 
 class ModelTooLargeError(GPUError):
     """The model or its KV cache does not fit the adapter's limits or memory."""
+
+
+class InvalidRequestError(LLMChatError, ValueError):
+    """A request parameter is out of range (sampling settings, token ids, sizes); the message names it."""

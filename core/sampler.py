@@ -41,6 +41,8 @@ from dataclasses import dataclass
 from itertools import accumulate, compress, repeat
 from operator import ge, sub, truediv
 
+from .errors import InvalidRequestError
+
 __all__ = ["MAX_GPU_CANDIDATES", "Sampler", "SamplingParams"]
 
 MAX_GPU_CANDIDATES = 64
@@ -127,7 +129,7 @@ def _is_int(value: object) -> bool:
 
 def _require(ok: bool, field: str, allowed: str, value: object) -> None:
     if not ok:
-        raise ValueError(f"SamplingParams.{field} must be {allowed}, got {value!r}")
+        raise InvalidRequestError(f"SamplingParams.{field} must be {allowed}, got {value!r}")
 
 
 class Sampler:
