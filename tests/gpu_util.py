@@ -23,7 +23,7 @@ from llmchat.ggml_types import BLOCK_LAYOUT, GGMLType
 from llmchat.gpu.kernels import Kernels
 from llmchat.gpu.native import NativeDevice
 from llmchat.gpu.recorder import Act, Recorder
-from llmchat.gpu.tensors import Weight, upload_weight
+from llmchat.gpu.tensors import Piece, Weight, upload_weight
 
 # Every type with a WGSL decoder, in the order GGUF numbers them.
 ALL_TYPES = [GGMLType.F32, GGMLType.F16, GGMLType.BF16, GGMLType.Q4_0, GGMLType.Q4_1, GGMLType.Q5_0, GGMLType.Q5_1,
@@ -117,7 +117,7 @@ class Gpu:
 
     def weight(self, name: str, qtype: GGMLType, raw: np.ndarray) -> Weight:
         k = raw.shape[1] // BLOCK_LAYOUT[qtype][1] * BLOCK_LAYOUT[qtype][0]
-        return upload_weight(self.device, name, qtype, k, [(raw.shape[0], raw.tobytes())])
+        return upload_weight(self.device, name, qtype, k, [Piece.of(raw.shape[0], raw.tobytes())])
 
     def tokens(self, ids: list[int]):
         """The token buffer kernels read: (id, position, sequence, 0) per token."""

@@ -28,7 +28,7 @@ from llmchat.gpu import ops
 from llmchat.gpu.kernels import Kernels
 from llmchat.gpu.native import NativeDevice
 from llmchat.gpu.recorder import Recorder
-from llmchat.gpu.tensors import upload_weight
+from llmchat.gpu.tensors import Piece, upload_weight
 
 # Byte offsets of the f16 fields (scales, mins) in one block of each quantized type.
 F16_FIELDS: dict[GGMLType, tuple[int, ...]] = {
@@ -57,7 +57,7 @@ def measure(device: NativeDevice, kernels: Kernels, qtype: GGMLType, rows: int, 
             max_dispatches: int) -> dict:
     """Time `n` back-to-back dispatches of one matvec, n chosen so the timed run lasts about `seconds`."""
     rng = np.random.default_rng(0)
-    weight = upload_weight(device, "w", qtype, k, [(rows, random_weight(rng, qtype, rows, k))])
+    weight = upload_weight(device, "w", qtype, k, [Piece.of(rows, random_weight(rng, qtype, rows, k))])
     step = device.buffer(16, "step", uniform=True)
     device.write(step, struct.pack("<4I", 1, 0, 0, 0))
 

@@ -97,6 +97,17 @@ class Device(ABC):
     def write(self, buffer: Buffer, data: bytes | bytearray | memoryview, offset: int = 0) -> None:
         """Queue a write of `data` into `buffer` at `offset`; ordered before the next `run`."""
 
+    def write_from(self, buffer: Buffer, offset: int, source, src_offset: int, length: int,
+                   chunk: int = 16 << 20) -> None:
+        """Copy `length` bytes of a byte `Source` (llmchat.sources) into `buffer` at `offset`, in chunks.
+
+        Weights are loaded through this verb so a device can move bytes its own way: natively they pass through a
+        memory map; the browser device streams them from the network into the GPU without Python seeing them.
+        """
+        for done in range(0, length, chunk):
+            n = min(chunk, length - done)
+            self.write(buffer, source.read(src_offset + done, n), offset + done)
+
     @abstractmethod
     def kernel(self, name: str, source: str, constants: dict[str, float | int] | None = None) -> Kernel:
         """Compile WGSL `source` (entry point `main`) into a pipeline; raises ShaderError with the compiler's text."""

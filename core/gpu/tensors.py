@@ -56,26 +56,45 @@ def check_type(name: str, ggml_type: GGMLType, k: int) -> None:
         raise UnsupportedModelError(f"tensor '{name}' has rows of {k} elements; kernels need a multiple of 32")
 
 
-def upload_weight(device: Device, name: str, ggml_type: GGMLType, k: int, pieces: list[tuple[int, bytes]],
-                  ) -> Weight:
-    """Create the buffers for a weight made of `pieces` (rows, bytes) stacked by rows, and write them.
+@dataclass(frozen=True)
+class Piece:
+    """`rows` rows of a weight stored at `offset` in a byte source (one tensor of a GGUF file)."""
+
+    rows: int
+    source: object  # llmchat.sources.Source
+    offset: int = 0
+
+    @classmethod
+    def of(cls, rows: int, data: bytes) -> "Piece":
+        """Rows held in memory (tests, tools)."""
+        from ..sources import BytesSource
+        return cls(rows, BytesSource(data))
+
+
+def upload_weight(device: Device, name: str, ggml_type: GGMLType, k: int, pieces: list[Piece]) -> Weight:
+    """Create the buffers for a weight made of `pieces` stacked by rows, and fill them from their sources.
 
     Stacking lets Q, K and V (or gate and up) share one weight so one dispatch computes all of them. A weight larger
     than the adapter's binding limit is split into parts of whole rows.
     """
     check_type(name, ggml_type, k)
-    rows = sum(r for r, _ in pieces)
+    rows = sum(p.rows for p in pieces)
     w = Weight(name, ggml_type, k, rows, [])
     row_bytes = w.row_bytes
-    per_part = max(1, device.info.max_binding_size // row_bytes)
     if row_bytes > device.info.max_binding_size:
         raise ModelTooLargeError(f"one row of '{name}' ({row_bytes} bytes) exceeds the adapter's binding limit "
                                  f"({device.info.max_binding_size} bytes)")
-    data = pieces[0][1] if len(pieces) == 1 else b"".join(bytes(b) for _, b in pieces)
-    mv = memoryview(data).cast("B")
+    per_part = device.info.max_binding_size // row_bytes
     for start in range(0, rows, per_part):
         n = min(per_part, rows - start)
         buf = device.buffer(n * row_bytes, f"{name}[{start}:{start + n}]")
-        device.write(buf, mv[start * row_bytes:(start + n) * row_bytes])
         w.parts.append(WeightPart(buf, start, n))
+        # Copy the rows [start, start + n) of the stack: the overlapping slice of each piece.
+        first = 0
+        for p in pieces:
+            lo, hi = max(start, first), min(start + n, first + p.rows)
+            if lo < hi:
+                device.write_from(buf, (lo - start) * row_bytes, p.source, p.offset + (lo - first) * row_bytes,
+                                  (hi - lo) * row_bytes)
+            first += p.rows
     return w

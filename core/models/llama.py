@@ -17,7 +17,7 @@ from ..gguf import GGUFFile
 from ..gpu import ops
 from ..gpu.device import Buffer, Device
 from ..gpu.recorder import Act, Recorder
-from ..gpu.tensors import Weight, upload_weight
+from ..gpu.tensors import Piece, Weight, upload_weight
 
 
 @dataclass
@@ -141,7 +141,7 @@ class _Loader:
         k = infos[0].shape[0]
         if any(len(i.shape) != 2 or i.shape[0] != k or i.type != infos[0].type for i in infos):
             raise GGUFError(f"{self.gguf.name}: tensors {names} cannot be stacked (shapes or types differ)")
-        pieces = [(i.shape[1], self.gguf.tensor_bytes(i.name)) for i in infos]
+        pieces = [Piece(i.shape[1], self.gguf.sources[i.shard], i.offset) for i in infos]
         w = upload_weight(self.device, "+".join(names), infos[0].type, k, pieces)
         self.bytes += w.nbytes
         return w
@@ -157,10 +157,7 @@ class _Loader:
         info = self._info(name)
         if info.type.name != "F32":
             raise GGUFError(f"{self.gguf.name}: '{name}' is {info.type.name}; norm weights must be F32")
-        buf = self.device.buffer(info.nbytes, name)
-        self.device.write(buf, self.gguf.tensor_bytes(name))
-        self.bytes += info.nbytes
-        return buf
+        return self._raw([name])
 
     def bias(self, names: list[str]) -> Buffer | None:
         present = [n in self.gguf.tensors for n in names]
@@ -168,8 +165,15 @@ class _Loader:
             return None
         if not all(present):
             raise GGUFError(f"{self.gguf.name}: some but not all of {names} are present")
-        data = b"".join(bytes(self.gguf.tensor_bytes(n)) for n in names)
-        buf = self.device.buffer(len(data), names[0])
-        self.device.write(buf, data)
-        self.bytes += len(data)
+        return self._raw(names)
+
+    def _raw(self, names: list[str]) -> Buffer:
+        """The tensors' bytes back to back in one buffer (f32 vectors: norms, biases)."""
+        infos = [self._info(n) for n in names]
+        buf = self.device.buffer(sum(i.nbytes for i in infos), names[0])
+        offset = 0
+        for i in infos:
+            self.device.write_from(buf, offset, self.gguf.sources[i.shard], i.offset, i.nbytes)
+            offset += i.nbytes
+        self.bytes += offset
         return buf
