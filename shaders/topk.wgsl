@@ -8,7 +8,8 @@
 //   logits >= -FLT_MAX (the rest being -inf, as masks set them) leave the remaining entries as (-FLT_MAX, 0xffffffff).
 // Two passes (PASS): 1 scans CHUNK logits of a row per invocation into a partial record, so one row spreads over
 // many invocations; 2 merges a row's partial records into the final one (one invocation per row).
-// Rows processed: min(n_rows, step.n_tokens).
+// Rows processed: min(n_rows, step.n_tokens), where `step` is the step uniform or another whose first u32 counts
+// the rows that want sampling.
 
 struct Params {
     n_rows: u32,   // rows of logits
@@ -18,7 +19,7 @@ struct Params {
 }
 
 struct Step {
-    n_tokens: u32,  // tokens in this step
+    n_tokens: u32,  // tokens in this step (or rows wanting sampling)
 }
 
 @group(0) @binding(0) var<uniform> p: Params;

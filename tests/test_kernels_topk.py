@@ -21,14 +21,21 @@ SUM_REL = 1e-5
 POISON = 0xFFFFFFFF
 
 
-def run_topk(g: Gpu, logits: np.ndarray, k: int, extra_rows: int = 2) -> list[ops.TopK]:
-    """Top-k of each row of `logits` (f32) in a program recorded for `extra_rows` more rows than it runs."""
+def run_topk(g: Gpu, logits: np.ndarray, k: int, extra_rows: int = 2, by_count: bool = False) -> list[ops.TopK]:
+    """Top-k of each row of `logits` (f32) in a program recorded for `extra_rows` more rows than it runs; the
+    row count comes from the step's token count, or with `by_count` from a separate uniform (the step then has
+    more tokens than there are rows to sample)."""
     rows, vocab = logits.shape
-    rec = g.recorder(rows)
+    if by_count:
+        rec = g.recorder(rows + extra_rows + 5)
+        count = g.device.buffer(16, "count", uniform=True)
+        g.device.write(count, np.array([rows, 0, 0, 0], np.uint32).tobytes())
+    else:
+        rec, count = g.recorder(rows), None
     padded = np.vstack([logits, np.zeros((extra_rows, vocab), np.float32)])
     words = ops.topk_words(k) * (rows + extra_rows)
     out = upload(g, np.full(words, POISON, np.uint32), "topk")
-    ops.topk(rec, g.act(rec, "logits", padded), out, k)
+    ops.topk(rec, g.act(rec, "logits", padded), out, k, rows_from=count)
     g.run(rec)
     data = g.device.read(out)
     tail = np.frombuffer(data, np.uint32)[ops.topk_words(k) * rows:]
@@ -75,6 +82,12 @@ def test_topk_masked_logits(gpu: Gpu, rng):
     assert sorted(got[0].indices) == sorted(allowed.tolist())
     check([got[0]], logits[:1], len(allowed))
     check([got[1]], logits[1:], k)
+
+
+def test_topk_rows_counted_apart_from_tokens(gpu: Gpu, rng):
+    """A prefill step samples only the rows the engine gathered; their count comes from `rows_from`."""
+    logits = (rng.standard_normal((2, 30000)) * 4).astype(np.float32)
+    check(run_topk(gpu, logits, 10, extra_rows=3, by_count=True), logits, 10)
 
 
 def test_topk_rejects_bad_k(gpu: Gpu):

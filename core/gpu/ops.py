@@ -165,9 +165,9 @@ def attention(rec: Recorder, qkv: Act, tokens: Buffer, k_cache: Buffer, v_cache:
     `window` > 0 limits a token at position p to positions > p - window; `softcap` > 0 squashes scores with
     softcap * tanh(score / softcap). `splits` overrides the number of ranges per token (attention_splits).
     """
-    if qkv.cols != (n_head + 2 * n_kv_head) * head_dim or out.cols < n_head * head_dim:
-        raise ValueError(f"attention over {n_head}/{n_kv_head} heads of {head_dim}: qkv has {qkv.cols} columns, "
-                         f"out {out.cols}")
+    if qkv.cols != (n_head + 2 * n_kv_head) * head_dim or out.cols < n_head * head_dim or out.rows < qkv.rows:
+        raise ValueError(f"attention over {n_head}/{n_kv_head} heads of {head_dim}: qkv is {qkv.rows}x{qkv.cols}, "
+                         f"out {out.rows}x{out.cols}")
     if n_head % n_kv_head or head_dim % 4 or out.cols % 4:
         raise ValueError(f"attention needs n_kv_head | n_head ({n_kv_head}, {n_head}) and multiples of 4 "
                          f"(head_dim {head_dim}, out columns {out.cols})")
@@ -199,24 +199,26 @@ def topk_chunk(vocab: int, k: int) -> int:
     return min(vocab, max(256, 1 << math.ceil(math.log2(math.sqrt(vocab * max(k, 4))))))
 
 
-def topk(rec: Recorder, logits: Act, out: Buffer, k: int) -> None:
-    """For each of the first min(logits.rows, step tokens) rows: the k largest logits with their indices (ties to
-    the lower index), the row max and sum(exp(logit - max)); `out` holds topk_words(k) u32 per row (read_topk)."""
+def topk(rec: Recorder, logits: Act, out: Buffer, k: int, *, rows_from: Buffer | None = None) -> None:
+    """For each of the first min(logits.rows, n) rows, n being the first u32 of `rows_from` (default: the step's
+    token count): the k largest logits with their indices (ties to the lower index), the row max and
+    sum(exp(logit - max)). `out` holds topk_words(k) u32 per row; `read_topk` decodes them."""
     if not 1 <= k <= min(TOPK_MAX, logits.cols):
         raise ValueError(f"top-k needs 1 <= k <= {min(TOPK_MAX, logits.cols)}, not {k}")
     if out.size < logits.rows * topk_words(k) * 4:
         raise ValueError(f"top-k output '{out.label}' is {out.size} bytes; {logits.rows} rows need "
                          f"{logits.rows * topk_words(k) * 4}")
+    count = rows_from or rec.step
     chunk = topk_chunk(logits.cols, k)
     n_chunks = cdiv(logits.cols, chunk)
     scan = rec.kernels.get("topk.wgsl", K=k, PASS=1, WG=TOPK_WG)
     params = rec.params("topk.scan", "4I", logits.rows, logits.cols, logits.cols, chunk)
     parts = out if n_chunks == 1 else _scratch(rec, logits.rows * n_chunks * topk_words(k) * 4)
-    rec.add(scan, (params, rec.step, logits.buffer, parts), (cdiv(n_chunks, TOPK_WG), logits.rows, 1))
+    rec.add(scan, (params, count, logits.buffer, parts), (cdiv(n_chunks, TOPK_WG), logits.rows, 1))
     if n_chunks > 1:
         merge = rec.kernels.get("topk.wgsl", K=k, PASS=2, WG=1)
         params = rec.params("topk.merge", "4I", logits.rows, n_chunks, 0, 0)
-        rec.add(merge, (params, rec.step, parts, out), (1, logits.rows, 1))
+        rec.add(merge, (params, count, parts, out), (1, logits.rows, 1))
 
 
 @dataclass(frozen=True)
