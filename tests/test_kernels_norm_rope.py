@@ -61,7 +61,8 @@ def test_rmsnorm_eps_and_f32_weight(gpu: Gpu, rng):
     dim = 320
     x = f32(rng.standard_normal((3, dim)) * np.array([[1e-4], [1.0], [3e-3]]))
     g = f32(rng.standard_normal(dim))
-    weight = upload_weight(gpu.device, "attn_norm.weight", GGMLType.F32, dim, [Piece.of(1, g.astype(np.float32).tobytes())])
+    weight = upload_weight(gpu.device, "attn_norm.weight", GGMLType.F32, dim,
+                           [Piece.of(1, g.astype(np.float32).tobytes())])
     rec = gpu.recorder(3)
     ya = gpu.poisoned(rec, "y", 3, dim)
     ops.rmsnorm(rec, gpu.act(rec, "x", x), weight, ya, 1e-5)

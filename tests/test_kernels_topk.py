@@ -2,8 +2,9 @@
 
 Candidates are copies of input values, so values, indices and the max must match exactly (indices in numpy's
 stable order: descending value, ties to the lower index). The sum of exp(logit - max) is an f32 sum over up to
-256k terms, added in runs of 64: |err| <= 1e-5 relative (measured: 4e-7). The output buffer is poisoned (all bits set) before
-the run, and programs are recorded for more rows than the step runs, whose records must stay untouched.
+256k terms, added in runs of 64: |err| <= 1e-5 relative (measured: 4e-7). The output buffer is poisoned (all
+bits set) before the run, and programs are recorded for more rows than the step runs, whose records must stay
+untouched.
 """
 from __future__ import annotations
 
