@@ -7,17 +7,18 @@ BIN    := $(VENV)/bin
 MODEL  ?= smollm2
 PYTEST_ARGS ?=
 
-.PHONY: demo test system-deps clean
+.PHONY: demo test system-deps web clean
 
 demo: system-deps $(VENV)/.installed
 	$(BIN)/llmchat pull $(MODEL)
 	$(BIN)/llmchat inspect $(MODEL)
 	$(BIN)/llmchat tokenize $(MODEL) --text "llmchat runs GGUF models on your own GPU."
 
-# LLMCHAT_REQUIRE_MODEL turns "model missing" into a failure instead of a skip.
-test: system-deps $(VENV)/.installed-test
+# LLMCHAT_REQUIRE_MODEL and LLMCHAT_REQUIRE_WEB turn "model missing" and "web/dist not built" into failures
+# instead of skips.
+test: system-deps $(VENV)/.installed-test web
 	$(BIN)/llmchat pull smollm2 >/dev/null
-	LLMCHAT_REQUIRE_MODEL=1 $(BIN)/python -m pytest $(PYTEST_ARGS)
+	LLMCHAT_REQUIRE_MODEL=1 LLMCHAT_REQUIRE_WEB=1 $(BIN)/python -m pytest $(PYTEST_ARGS)
 
 system-deps:
 	@PYTHON=$(PYTHON) tools/system-deps.sh
@@ -36,5 +37,17 @@ $(VENV)/.installed-test: pyproject.toml $(VENV)/.created
 	$(BIN)/python -m pip install -e '.[test]'
 	touch $@
 
+# The browser runtime's files served from our own origin (web/dist: Pyodide, the wheels, their lock file), plus
+# pytest's pure wheels for running the core's tests inside Pyodide under Node. Rebuilt when the package changes.
+WEB_INPUTS := $(shell find core quant shaders web -type f -not -path 'web/dist/*' -not -name '*.pyc') \
+	pyproject.toml package-lock.json tools/build_web_dist.py
+web: web/dist/manifest.json
+
+node_modules/.package-lock.json: package-lock.json
+	npm ci --no-audit --no-fund
+
+web/dist/manifest.json: $(WEB_INPUTS) node_modules/.package-lock.json $(VENV)/.created
+	$(BIN)/python tools/build_web_dist.py --test-wheels build/pyodide-test-wheels
+
 clean:
-	rm -rf $(VENV) build dist *.egg-info
+	rm -rf $(VENV) build dist *.egg-info node_modules web/dist

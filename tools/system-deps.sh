@@ -8,7 +8,12 @@ set -euo pipefail
 packages=(
     libvulkan1            # the Vulkan loader that wgpu-native opens
     mesa-vulkan-drivers   # lavapipe: a Vulkan device on the CPU, so wgpu finds an adapter without a GPU
+    chromium              # browser tests: headless, WebGPU on SwiftShader (Playwright drives /usr/bin/chromium)
 )
+# Node.js runs Pyodide for the core's tests and npm installs it; a newer Node from elsewhere is fine as it is.
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+    packages+=(nodejs npm)
+fi
 # Debian splits venv/ensurepip out of the interpreter package.
 if ! "${PYTHON:-python3}" -c 'import ensurepip, venv' 2>/dev/null; then
     packages+=(python3-venv)

@@ -1,0 +1,137 @@
+"""Build web/dist: what the browser runtime loads from our own origin, so a page needs no CDN and works offline.
+
+    web/dist/pyodide/   the interpreter from the pinned npm package `pyodide` (node_modules/pyodide), plus
+                        llmchat-*.whl, jinja2-*.whl, markupsafe-*.whl (a pure build), and pyodide-lock.json
+                        listing them with their sha256 (Pyodide checks it when it installs a package)
+
+With `--test-wheels DIR` it also downloads the pure wheels pytest needs, for running the core's tests inside
+Pyodide under Node (they are never served to pages).
+
+The lock file is made by `pyodide lockfile add-wheels` (pyodide-build), which works offline but needs Python >= 3.12:
+it runs from its own virtual environment (build/pyodide-tools), made with the newest suitable interpreter found
+on PATH or under pyenv. Everything else runs under the interpreter that runs this script (the project's venv).
+"""
+from __future__ import annotations
+
+import argparse
+import glob
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PYODIDE_NPM = ROOT / "node_modules" / "pyodide"
+TOOLS_VENV = ROOT / "build" / "pyodide-tools"
+# Pinned so the served bytes (and their sha256 in the lock file) only change when we decide.
+PYODIDE_BUILD = ["pyodide-build==0.39.2", "pyodide-lock==0.2.1", "pkginfo==2.0"]
+RUNTIME_WHEELS = ["jinja2==3.1.6"]
+MARKUPSAFE = "markupsafe==3.0.3"
+TEST_WHEELS = ["pytest==9.2.0", "pluggy==1.7.0", "iniconfig==2.3.1", "packaging==26.4", "pygments==2.21.0"]
+# The interpreter files a page (or Node) loads; the npm package's own lock file is the input of ours.
+PYODIDE_FILES = ["pyodide.mjs", "pyodide.asm.mjs", "pyodide.asm.wasm", "python_stdlib.zip"]
+
+
+def run(*command: str | os.PathLike, **kwargs) -> None:
+    print("+", " ".join(str(c) for c in command), flush=True)
+    subprocess.run([str(c) for c in command], check=True, **kwargs)
+
+
+def pip(*args: str | os.PathLike, **kwargs) -> None:
+    run(sys.executable, "-m", "pip", "--disable-pip-version-check", *args, **kwargs)
+
+
+def tools_python() -> Path:
+    """The Python >= 3.12 that pyodide-build needs: PYODIDE_TOOLS_PYTHON, python3.13/3.12 on PATH, or pyenv's."""
+    candidates = [os.environ.get("PYODIDE_TOOLS_PYTHON", ""), shutil.which("python3.13") or "",
+                  shutil.which("python3.12") or ""]
+    pyenv_root = os.environ.get("PYENV_ROOT", str(Path.home() / ".pyenv"))
+    for minor in ("13", "12"):
+        candidates += sorted(glob.glob(f"{pyenv_root}/versions/3.{minor}.*/bin/python3.{minor}"), reverse=True)
+    for candidate in filter(None, candidates):
+        probe = subprocess.run([candidate, "-c", "import sys, venv; sys.exit(sys.version_info < (3, 12))"],
+                               capture_output=True)
+        if probe.returncode == 0:
+            return Path(candidate)
+    sys.exit("build_web_dist: `pyodide lockfile add-wheels` needs Python >= 3.12 and none was found "
+             "(set PYODIDE_TOOLS_PYTHON, or install python3.12)")
+
+
+def pyodide_cli() -> Path:
+    stamp = TOOLS_VENV / ".installed"
+    if not stamp.exists() or stamp.read_text() != " ".join(PYODIDE_BUILD):
+        shutil.rmtree(TOOLS_VENV, ignore_errors=True)
+        run(tools_python(), "-m", "venv", TOOLS_VENV)
+        run(TOOLS_VENV / "bin" / "python", "-m", "pip", "--disable-pip-version-check", "install", "-q",
+            *PYODIDE_BUILD)
+        stamp.write_text(" ".join(PYODIDE_BUILD))
+    return TOOLS_VENV / "bin" / "pyodide"
+
+
+def build_wheels(out: Path) -> list[Path]:
+    """llmchat (from this tree), jinja2 (PyPI's pure wheel), markupsafe (a pure build of its sdist)."""
+    with tempfile.TemporaryDirectory() as scratch:
+        # Build from a copy without web/dist, so the wheel never carries the previous build inside itself.
+        source = Path(scratch) / "src"
+        shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(
+            ".git", ".venv", "node_modules", "build", "dist", "*.egg-info", "__pycache__", ".*cache", ".hypothesis"))
+        pip("wheel", "-q", "--no-deps", "-w", out, source)
+    pip("download", "-q", "--no-deps", "--only-binary", ":all:", "-d", out, *RUNTIME_WHEELS)
+    # CC=false makes the C extension fail to build; MarkupSafe then ships its pure-Python fallback, tagged any.
+    pip("wheel", "-q", "--no-deps", "--no-binary", ":all:", "-w", out, MARKUPSAFE,
+        env={**os.environ, "CC": "false"})
+    wheels = sorted(out.glob("*.whl"))
+    impure = [w.name for w in wheels if not w.name.endswith("-py3-none-any.whl")]
+    if impure:
+        sys.exit(f"build_web_dist: these wheels are not pure Python and cannot load in Pyodide: {impure}")
+    return wheels
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def build(dist: Path) -> None:
+    if not PYODIDE_NPM.is_dir():
+        sys.exit("build_web_dist: node_modules/pyodide is missing; run `npm ci` first")
+    target = dist / "pyodide"
+    shutil.rmtree(target, ignore_errors=True)
+    target.mkdir(parents=True)
+    for name in PYODIDE_FILES:
+        shutil.copy2(PYODIDE_NPM / name, target / name)
+    wheels = build_wheels(target)
+    run(pyodide_cli(), "lockfile", "add-wheels", "--input", PYODIDE_NPM / "pyodide-lock.json",
+        "--output", target / "pyodide-lock.json", "--base-path", target, *wheels)
+    lock = json.loads((target / "pyodide-lock.json").read_text())
+    for wheel in wheels:  # the lock must name exactly the bytes we serve
+        entry = next(p for p in lock["packages"].values() if p["file_name"] == wheel.name)
+        assert entry["sha256"] == sha256(wheel), wheel
+    # What the service worker precaches, and what a page can check before it trusts the folder.
+    manifest = {"pyodide": json.loads((PYODIDE_NPM / "package.json").read_text())["version"],
+                "python": lock["info"]["python"],
+                "files": sorted(p.name for p in target.iterdir())}
+    (dist / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
+    print(f"build_web_dist: {target} ready ({', '.join(w.name for w in wheels)})")
+
+
+def download_test_wheels(out: Path) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    pip("download", "-q", "--no-deps", "--only-binary", ":all:", "-d", out, *TEST_WHEELS)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dist", type=Path, default=ROOT / "web" / "dist")
+    parser.add_argument("--test-wheels", type=Path, help="also download pytest's pure wheels into this folder")
+    args = parser.parse_args()
+    build(args.dist)
+    if args.test_wheels:
+        download_test_wheels(args.test_wheels)
+
+
+if __name__ == "__main__":
+    main()
