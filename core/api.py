@@ -39,7 +39,8 @@ class Event:
 
 class LLM:
     def __init__(self, path: str, *, context: int | None = None, n_slots: int = 1, max_tokens_per_step: int = 64,
-                 device=None):
+                 device=None, fold_norms: bool | None = None):
+        """`fold_norms` forces RMSNorms into (or out of) the projections; by default it depends on the adapter."""
         t0 = time.perf_counter()
         self.path = path
         self.gguf = open_gguf(path)
@@ -48,7 +49,7 @@ class LLM:
         self.tokenizer = Tokenizer.from_metadata(md)
         self.template = ChatTemplate.from_metadata(md)
         self.device = device or open_device()
-        self.model = model_class(self.config)(self.config, self.gguf, self.device)
+        self.model = model_class(self.config)(self.config, self.gguf, self.device, fold_norms=fold_norms)
         self.context = min(context or 2048, self.config.context_length)
         self.engine = Engine(self.model, self.device, Kernels(self.device), context=self.context, n_slots=n_slots,
                              max_tokens_per_step=max_tokens_per_step)

@@ -51,7 +51,8 @@ class Engine:
         self.out_buf = device.buffer(16, "out_step", uniform=True)
         rec = self._recorder()
         split_ffn = len(model.blk[0].ffn_gate_up) > 1
-        self.acts = Activations.create(rec, self.config, self.max_step, self.max_step, split_ffn)
+        self.acts = Activations.create(rec, self.config, self.max_step, self.max_step, split_ffn=split_ffn,
+                                       fold_norms=model.fold_norms)
         self.logits = rec.act("logits", self.max_step, self.config.vocab_size)
         self.candidates = rec.device.buffer(self.max_step * ops.topk_words(ops.TOPK_MAX) * 4, "candidates")
         self._programs: dict[tuple[int, int, int], Program] = {}
@@ -66,10 +67,10 @@ class Engine:
         if prog is None:
             rec = self._recorder()
             a = self.acts
-            acts = Activations(tokens=a.tokens, out_rows=a.out_rows, x=_rows(a.x, rows), h=_rows(a.h, rows),
-                               qkv=_rows(a.qkv, rows), attn=_rows(a.attn, rows), ff=_rows(a.ff, rows),
-                               up=_rows(a.up, rows) if a.up else None, last=_rows(a.last, out_rows),
-                               last_norm=_rows(a.last_norm, out_rows))
+            acts = Activations(tokens=a.tokens, out_rows=a.out_rows, x=_rows(a.x, rows),
+                               h=_rows(a.h, rows) if a.h else None, qkv=_rows(a.qkv, rows),
+                               attn=_rows(a.attn, rows), ff=_rows(a.ff, rows),
+                               up=_rows(a.up, rows) if a.up else None, last=_rows(a.last, out_rows))
             logits = _rows(self.logits, out_rows)
             self.model.record(rec, acts, self.kv, logits)
             if top_k:

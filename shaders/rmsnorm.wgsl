@@ -4,7 +4,7 @@
 // One workgroup normalises one segment of one token. Each invocation sums the squares of a strided share and
 // leaves it in workgroup memory; after a single barrier every invocation adds up all the shares itself, in the
 // same order, so it needs one barrier instead of a log2(WG) tree (barriers are what CPU emulators pay for).
-// With SRC = y the kernel works in place: `x` is never referenced, so it is not part of the binding layout.
+// With SRC = y the kernel works in place: `x` is never read (a stand-in buffer is bound there).
 
 struct Params {
     dim: u32,       // elements per segment (the length of g)
@@ -23,7 +23,7 @@ struct Step {
 @group(0) @binding(1) var<uniform> step: Step;
 @group(0) @binding(2) var<storage, read> g: array<f32>;
 @group(0) @binding(3) var<storage, read_write> y: array<f32>;
-@group(0) @binding(4) var<storage, read> x: array<f32>;  // not bound when normalising in place
+@group(0) @binding(4) var<storage, read> x: array<f32>;  // a stand-in when normalising in place
 
 const WG: u32 = {{WG}}u;
 

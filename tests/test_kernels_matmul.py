@@ -80,6 +80,30 @@ def test_matmul_gated_silu(gpu: Gpu, rng, qtype: GGMLType, n_tokens: int):
     assert_close(gpu.read(y), silu(x @ gate.T) * (x @ up.T), what=qtype.name)
 
 
+def rmsnorm(x: np.ndarray, g: np.ndarray, eps: float) -> np.ndarray:
+    return x / np.sqrt((x * x).mean(-1, keepdims=True) + eps) * g
+
+
+@pytest.mark.parametrize("qtype,n_tokens,mode", [(GGMLType.Q4_1, 1, 0), (GGMLType.Q8_0, 13, 0), (GGMLType.Q4_K, 5, 2)],
+                         ids=case_id)
+def test_matmul_with_folded_rmsnorm(gpu: Gpu, rng, qtype: GGMLType, n_tokens: int, mode: int):
+    """`norm`: y = rmsnorm(x, g, eps) @ W^T in one dispatch (plain and gated), against norm-then-matmul in numpy.
+
+    x is scaled far from unit RMS so a missing or misplaced normalisation cannot pass."""
+    rows, k, eps = 67, 512, 1e-5
+    raw, w = random_weight(rng, qtype, 2 * rows if mode == 2 else rows, k)
+    x = activations(rng, n_tokens, k) * 7.0
+    g = activations(rng, 1, k)[0]
+    rec = gpu.recorder(n_tokens)
+    y = gpu.poisoned(rec, "y", n_tokens, rows)
+    ops.matmul(rec, gpu.weight("w", qtype, raw), gpu.act(rec, "x", x), y, mode=mode,
+               norm=gpu.act(rec, "g", g[None, :]).buffer, eps=eps)
+    gpu.run(rec)
+    h = rmsnorm(x, g, eps)
+    want = h @ w.T if mode == 0 else silu(h @ w[:rows].T) * (h @ w[rows:].T)
+    assert_close(gpu.read(y), want, what=f"{qtype.name} mode {mode}")
+
+
 @pytest.mark.parametrize("qtype", [GGMLType.Q8_0, GGMLType.Q2_K], ids=case_id)
 def test_matmul_into_columns_of_a_wider_output(gpu: Gpu, rng, qtype: GGMLType):
     """y_offset/y_stride: the result lands in columns [17, 17 + rows) of a wider y; bias read from offset 3.

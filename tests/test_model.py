@@ -22,6 +22,7 @@ def device():
 
 CASES = [
     ("llama", Q.Q8_0, {}, True),
+    ("llama", Q.Q8_0, {"fold_norms": True}, True),  # RMSNorm folded into the projections (the GPU default)
     ("llama", Q.Q4_1, {"ffn_down": Q.Q8_0, "token_embd": Q.F16}, False),
     ("mistral", Q.Q4_0, {"attn_v": Q.Q8_0}, True),  # q, k, v of different types: three dispatches
     ("qwen2", Q.Q5_1, {"ffn_up": Q.Q4_0}, True),  # biases; gate and up apart
@@ -31,8 +32,11 @@ CASES = [
 
 @pytest.mark.parametrize("arch,qtype,types,tied", CASES, ids=[f"{c[0]}-{c[1].name}-{len(c[2])}" for c in CASES])
 def test_forward_matches_numpy(tmp_path, device, arch, qtype, types, tied):
-    path = write_model(tmp_path / "m.gguf", arch=arch, qtype=qtype, types=types, tied=tied, n_kv_head=1 + (arch == "qwen2"))
-    llm = LLM(str(path), device=device, context=128, max_tokens_per_step=8)
+    types = dict(types)
+    fold = types.pop("fold_norms", None)
+    path = write_model(tmp_path / "m.gguf", arch=arch, qtype=qtype, types=types, tied=tied,
+                       n_kv_head=1 + (arch == "qwen2"))
+    llm = LLM(str(path), device=device, context=128, max_tokens_per_step=8, fold_norms=fold)
     ref = ReferenceLlama(str(path)).forward(PROMPT)
     with llm._slot() as slot:
         rows = llm.prefill(slot, PROMPT, all_logits=True)  # 19 tokens: chunks of 8, 8, 3

@@ -15,6 +15,7 @@ from ..errors import ShaderError
 from .device import Device, Kernel
 
 _INCLUDE = re.compile(r"^//!include\s+(\S+)\s*$", re.M)
+_BINDING = re.compile(r"@group\(0\)\s*@binding\((\d+)\)\s*var<\s*(uniform|storage\s*,\s*read_write|storage\s*,\s*read|storage)\s*>")
 _KEY = re.compile(r"\{\{(\w+)\}\}")
 
 
@@ -42,6 +43,20 @@ def render(source: str, values: dict[str, object]) -> str:
         return str(values[m.group(1)])
 
     return _KEY.sub(sub, source)
+
+
+def binding_kinds(source: str) -> list[str]:
+    """The kind of each @group(0) binding a shader declares, in binding order: "uniform", "read-only-storage" or
+    "storage". Pipelines get explicit layouts built from this, so a binding a variant happens not to use stays in
+    the layout and every variant of a kernel is bound the same way."""
+    kinds: dict[int, str] = {}
+    for m in _BINDING.finditer(source):
+        access = m.group(2).replace(" ", "")
+        kinds[int(m.group(1))] = ("uniform" if access == "uniform" else
+                                  "storage" if access == "storage,read_write" else "read-only-storage")
+    if sorted(kinds) != list(range(len(kinds))):
+        raise ShaderError(f"bindings must be numbered 0..n-1 without gaps, found {sorted(kinds)}")
+    return [kinds[i] for i in range(len(kinds))]
 
 
 class Kernels:

@@ -5,6 +5,7 @@ import os
 
 from ..errors import DeviceLostError, GPUError, NoAdapterError, ShaderError
 from .device import AdapterInfo, Buffer, Device, Dispatch, Kernel, Program, View
+from .kernels import binding_kinds
 
 # Names of software adapters: correct but slow, and users deserve to be told.
 _SOFTWARE = ("llvmpipe", "lavapipe", "swiftshader", "warp", "softpipe")
@@ -87,27 +88,32 @@ class NativeDevice(Device):
 
     # -- kernels and programs --------------------------------------------------------------------------------------
     def kernel(self, name: str, source: str, constants: dict | None = None) -> Kernel:
+        wgpu = self._wgpu
         try:
+            entries = [{"binding": i, "visibility": wgpu.ShaderStage.COMPUTE, "buffer": {"type": kind}}
+                       for i, kind in enumerate(binding_kinds(source))]
+            group = self._device.create_bind_group_layout(entries=entries, label=name)
+            layout = self._device.create_pipeline_layout(bind_group_layouts=[group], label=name)
             module = self._device.create_shader_module(code=source, label=name)
             compute = {"module": module, "entry_point": "main"}
             if constants:
                 compute["constants"] = constants
-            pipeline = self._device.create_compute_pipeline(layout="auto", compute=compute, label=name)
-        except self._wgpu.GPUError as e:
+            pipeline = self._device.create_compute_pipeline(layout=layout, compute=compute, label=name)
+        except wgpu.GPUError as e:
             raise ShaderError(f"kernel '{name}' failed to compile:\n{e}") from None
-        return Kernel(name=name, handle=pipeline)
+        return Kernel(name=name, handle=(pipeline, group))
 
     def program(self, dispatches: list[Dispatch]) -> NativeProgram:
         steps = []
         for d in dispatches:
-            pipeline = d.kernel.handle
+            pipeline, layout = d.kernel.handle
             entries = []
             for i, b in enumerate(d.bindings):
                 v = b if isinstance(b, View) else View(b)
                 size = v.buffer.size - v.offset if v.size is None else v.size
                 entries.append({"binding": i, "resource": {"buffer": v.buffer.handle, "offset": v.offset, "size": size}})
             try:
-                group = self._device.create_bind_group(layout=pipeline.get_bind_group_layout(0), entries=entries)
+                group = self._device.create_bind_group(layout=layout, entries=entries)
             except self._wgpu.GPUError as e:
                 raise GPUError(f"binding buffers to kernel '{d.kernel.name}' failed:\n{e}") from None
             steps.append((pipeline, group, d.grid))

@@ -16,6 +16,7 @@ from .recorder import Act, Recorder, cdiv
 from .tensors import Weight
 
 WG = 64  # invocations per workgroup for the row-parallel kernels
+STORE, ADD, GLU = 0, 1, 2  # matmul modes: y = Wx, y += Wx, y = silu(W_gate x) * (W_up x)
 
 
 def token_tile(rows: int) -> int:
@@ -24,24 +25,29 @@ def token_tile(rows: int) -> int:
 
 
 def matmul(rec: Recorder, w: Weight, x: Act, y: Act, *, y_offset: int = 0, mode: int = 0, bias=None,
-           bias_offset: int = 0, rows_from=None) -> None:
-    """y[:, y_offset:y_offset+n] (=, +=) x @ W^T; mode 2 computes silu(x @ Wg^T) * (x @ Wu^T) over stacked [Wg; Wu].
+           bias_offset: int = 0, norm=None, eps: float = 0.0, rows_from=None) -> None:
+    """y[:, y_offset:y_offset+n] (=, +=) x @ W^T; mode GLU computes silu(x @ Wg^T) * (x @ Wu^T) over stacked [Wg; Wu].
 
+    With `norm` (an f32 vector buffer) x is RMS-normalised first: rmsnorm(x, norm, eps) @ W^T, in the same dispatch.
     The number of rows of x to compute is the first u32 of `rows_from` (default: the step's token count).
     """
     assert x.cols == w.k, (w.name, x.cols, w.k)
-    glu_rows = w.rows // 2 if mode == 2 else 0
-    if mode == 2 and len(w.parts) > 1:
-        raise ValueError(f"'{w.name}': a stacked gate/up weight must fit one binding; keep the halves apart")
+    if mode == GLU and (len(w.parts) > 1 or bias is not None):
+        raise ValueError(f"'{w.name}': a gated matmul takes one stacked [gate; up] weight in one binding, no bias")
+    glu_rows = w.rows // 2 if mode == GLU else 0
     tt = token_tile(x.rows)
-    kernel = rec.kernels.get("matmul.wgsl", QUANT=w.shader, TT=tt, MODE=mode, BIAS=str(bias is not None).lower(),
-                             WG=WG)
+    kernel = rec.kernels.get("matmul.wgsl", QUANT=w.shader, TT=tt, MODE=mode, BIAS=_wgsl_bool(bias is not None),
+                             NORM=_wgsl_bool(norm is not None), WG=WG)
     for part in w.parts:
-        n_out = glu_rows if mode == 2 else part.rows
-        params = rec.params(w.name, "8I", w.k, n_out, w.row_bytes, x.cols, y.cols, y_offset + part.row_start,
-                            glu_rows, bias_offset + part.row_start)
-        rec.add(kernel, (params, rows_from or rec.step, part.buffer, x.buffer, y.buffer, bias or rec.empty()),
-                (cdiv(n_out, WG), cdiv(x.rows, tt), 1))
+        n_out = glu_rows if mode == GLU else part.rows
+        params = rec.params(w.name, "8If", w.k, n_out, w.row_bytes, x.cols, y.cols, y_offset + part.row_start,
+                            glu_rows, bias_offset + part.row_start, eps)
+        rec.add(kernel, (params, rows_from or rec.step, part.buffer, x.buffer, y.buffer, bias or rec.empty(),
+                         norm or rec.empty()), (cdiv(n_out, WG), cdiv(x.rows, tt), 1))
+
+
+def _wgsl_bool(v: bool) -> str:
+    return "true" if v else "false"
 
 
 def embed(rec: Recorder, w: Weight, tokens, y: Act, scale: float = 1.0) -> None:
@@ -52,7 +58,6 @@ def embed(rec: Recorder, w: Weight, tokens, y: Act, scale: float = 1.0) -> None:
         rec.add(kernel, (params, rec.step, part.buffer, tokens, y.buffer), (cdiv(w.k // 32, 64), y.rows, 1))
 
 
-STORE, ADD, GLU = 0, 1, 2  # matmul modes: y = Wx, y += Wx, y = silu(W_gate x) * (W_up x)
 
 
 def gather_rows(rec: Recorder, x: Act, rows, y: Act) -> None:
@@ -106,7 +111,8 @@ def rmsnorm(rec: Recorder, x: Act, weight: Weight | Buffer, y: Act, eps: float, 
     wg = NORM_WG_SOFTWARE if rec.device.info.software else NORM_WG
     kernel = rec.kernels.get("rmsnorm.wgsl", WG=wg, SRC="y" if in_place else "x")
     params = rec.params("rmsnorm", "5If", dim, groups, offset, x.cols, y.cols, eps)
-    bindings = (params, rec.step, _vector(weight, dim, "norm weight"), y.buffer) + (() if in_place else (x.buffer,))
+    # In place, `x` is not read; a stand-in keeps the layout (binding y twice would alias a writable binding).
+    bindings = (params, rec.step, _vector(weight, dim, "norm weight"), y.buffer, rec.empty() if in_place else x.buffer)
     rec.add(kernel, bindings, (groups, x.rows, 1))
 
 

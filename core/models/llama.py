@@ -32,9 +32,10 @@ class Block:
 
 
 class Llama:
-    def __init__(self, config: ModelConfig, gguf: GGUFFile, device: Device):
+    def __init__(self, config: ModelConfig, gguf: GGUFFile, device: Device, *, fold_norms: bool | None = None):
         self.config = config
         self.device = device
+        self.fold_norms = default_fold_norms(device) if fold_norms is None else fold_norms
         loader = _Loader(gguf, device)
         self.token_embd = loader.weight(["token_embd.weight"])
         self.blk = []
@@ -54,14 +55,14 @@ class Llama:
         self.rope_freqs = loader.vector("rope_freqs.weight") if "rope_freqs.weight" in gguf.tensors else None
         self.weight_bytes = loader.bytes
 
-    def record(self, rec: Recorder, acts: "Activations", kv, logits_rows: Act) -> None:
+    def record(self, rec: Recorder, acts: "Activations", kv, logits: Act) -> None:
         """Record the forward pass for `acts.x.rows` tokens; logits for the rows listed in `acts.out_rows`."""
         c = self.config
-        x, h, qkv, attn, ff = acts.x, acts.h, acts.qkv, acts.attn, acts.ff
+        x, qkv, attn, ff = acts.x, acts.qkv, acts.attn, acts.ff
+        norm = _Norm(rec, None if self.fold_norms else acts.h, c.norm_eps)
         ops.embed(rec, self.token_embd, acts.tokens, x)
         for i, blk in enumerate(self.blk):
-            ops.rmsnorm(rec, x, blk.attn_norm, h, c.norm_eps)
-            _project(rec, blk.attn_qkv, h, qkv, bias=blk.attn_qkv_bias)
+            _project(rec, blk.attn_qkv, x, qkv, bias=blk.attn_qkv_bias, norm=norm(x, blk.attn_norm))
             ops.rope_store(rec, qkv, acts.tokens, kv.k[i], kv.v[i], kv.table, n_head=c.n_head,
                            n_kv_head=c.n_kv_head, head_dim=c.head_dim, rope_dim=c.rope_dim, freq_base=c.rope_base,
                            freq_scale=c.rope_freq_scale, neox=c.rope_neox, freqs=self.rope_freqs,
@@ -70,12 +71,11 @@ class Llama:
                           n_kv_head=c.n_kv_head, head_dim=c.head_dim, scale=c.head_dim ** -0.5,
                           max_blocks=kv.max_blocks, max_context=kv.max_context)
             ops.matmul(rec, blk.attn_output, attn, x, mode=ops.ADD)
-            ops.rmsnorm(rec, x, blk.ffn_norm, h, c.norm_eps)
-            _gated(rec, blk.ffn_gate_up, h, ff, acts.up)
+            _gated(rec, blk.ffn_gate_up, x, ff, acts.up, norm=norm(x, blk.ffn_norm))
             ops.matmul(rec, blk.ffn_down, ff, x, mode=ops.ADD)
         ops.gather_rows(rec, x, acts.out_rows, acts.last)
-        ops.rmsnorm(rec, acts.last, self.output_norm, acts.last_norm, c.norm_eps)
-        ops.matmul(rec, self.output, acts.last_norm, logits_rows, rows_from=rec.out_step)
+        ops.rmsnorm(rec, acts.last, self.output_norm, acts.last, c.norm_eps)  # rows bounded by the grid
+        ops.matmul(rec, self.output, acts.last, logits, rows_from=rec.out_step)
 
 
 @dataclass
@@ -85,42 +85,69 @@ class Activations:
     tokens: Buffer  # (id, position, sequence slot, 0) per token
     out_rows: Buffer  # token rows whose logits are wanted, in order
     x: Act  # residual stream
-    h: Act  # normed input of a sub-layer
+    h: Act | None  # the normed residual stream, where norms are not folded into the projections
     qkv: Act
     attn: Act
     ff: Act
     up: Act | None  # the up projection when gate and up cannot be stacked
-    last: Act
-    last_norm: Act
+    last: Act  # the rows of x whose logits are wanted
 
     @classmethod
-    def create(cls, rec: Recorder, config: ModelConfig, rows: int, out_rows: int, split_ffn: bool) -> "Activations":
+    def create(cls, rec: Recorder, config: ModelConfig, rows: int, out_rows: int, *, split_ffn: bool,
+               fold_norms: bool) -> "Activations":
         c = config
         dev = rec.device
         return cls(
             tokens=dev.buffer(rows * 16, "tokens"), out_rows=dev.buffer(out_rows * 4, "out_rows"),
-            x=rec.act("x", rows, c.n_embd), h=rec.act("h", rows, c.n_embd),
+            x=rec.act("x", rows, c.n_embd), h=None if fold_norms else rec.act("h", rows, c.n_embd),
             qkv=rec.act("qkv", rows, c.q_dim + 2 * c.kv_dim), attn=rec.act("attn", rows, c.q_dim),
             ff=rec.act("ff", rows, c.n_ff), up=rec.act("up", rows, c.n_ff) if split_ffn else None,
-            last=rec.act("last", out_rows, c.n_embd), last_norm=rec.act("last_norm", out_rows, c.n_embd))
+            last=rec.act("last", out_rows, c.n_embd))
 
 
-def _project(rec: Recorder, weights: list[Weight], x: Act, y: Act, bias: Buffer | None) -> None:
-    """y = x · [W1; W2; ...]^T (+ bias): one dispatch per weight, each filling its own columns of y."""
+def default_fold_norms(device: Device) -> bool:
+    """Whether RMSNorms are folded into the projections after them (ops.matmul's `norm`).
+
+    Folding saves two dispatches per layer, which pays on GPUs. On CPU emulations every invocation re-reading the
+    row for its sum of squares costs more than the dispatches it saves (measured on lavapipe), so there the norm
+    is its own dispatch.
+    """
+    return not device.info.software
+
+
+class _Norm:
+    """RMSNorm ahead of a projection: returns what the projection's matmul takes (folded or already applied)."""
+
+    def __init__(self, rec: Recorder, h: Act | None, eps: float):
+        self.rec, self.h, self.eps = rec, h, eps
+
+    def __call__(self, x: Act, weight: Buffer) -> tuple[Act, dict]:
+        if self.h is None:
+            return x, {"norm": weight, "eps": self.eps}
+        h = Act(self.h.buffer, x.rows, x.cols)
+        ops.rmsnorm(self.rec, x, weight, h, self.eps)
+        return h, {}
+
+
+def _project(rec: Recorder, weights: list[Weight], x: Act, y: Act, bias: Buffer | None,
+             norm: tuple[Act, dict]) -> None:
+    """y = rmsnorm(x) · [W1; W2; ...]^T (+ bias): one dispatch per weight, each filling its own columns of y."""
+    x, fold = norm
     col = 0
     for w in weights:
-        ops.matmul(rec, w, x, y, y_offset=col, bias=bias, bias_offset=col)
+        ops.matmul(rec, w, x, y, y_offset=col, bias=bias, bias_offset=col, **fold)
         col += w.rows
 
 
-def _gated(rec: Recorder, weights: list[Weight], x: Act, y: Act, up: Act | None) -> None:
-    """y = silu(x · Wgate^T) * (x · Wup^T)."""
+def _gated(rec: Recorder, weights: list[Weight], x: Act, y: Act, up: Act | None, norm: tuple[Act, dict]) -> None:
+    """y = silu(rmsnorm(x) · Wgate^T) * (rmsnorm(x) · Wup^T)."""
+    x, fold = norm
     if len(weights) == 1:
-        ops.matmul(rec, weights[0], x, y, mode=ops.GLU)
+        ops.matmul(rec, weights[0], x, y, mode=ops.GLU, **fold)
     else:
         gate, upw = weights
-        ops.matmul(rec, gate, x, y)
-        ops.matmul(rec, upw, x, up)
+        ops.matmul(rec, gate, x, y, **fold)
+        ops.matmul(rec, upw, x, up, **fold)
         ops.mul_silu(rec, y, up)
 
 
