@@ -11,8 +11,7 @@ PYTEST_ARGS ?=
 
 demo: system-deps $(VENV)/.installed
 	$(BIN)/llmchat pull $(MODEL)
-	$(BIN)/llmchat inspect $(MODEL)
-	$(BIN)/llmchat tokenize $(MODEL) --text "llmchat runs GGUF models on your own GPU."
+	$(BIN)/llmchat run $(MODEL) -n 48 -p "The three most useful things to know about WebGPU are"
 
 # LLMCHAT_REQUIRE_MODEL and LLMCHAT_REQUIRE_WEB turn "model missing" and "web/dist not built" into failures
 # instead of skips.
