@@ -1,0 +1,272 @@
+// The page-side JS API, shaped like OpenAI's client:
+//
+//   import { createEngine } from "./llm-chat.js";
+//   const engine = await createEngine({ model: "https://example.org/models/x.gguf" });
+//   for await (const chunk of await engine.chat.completions.create({ messages, stream: true })) {
+//     out.textContent += chunk.choices[0].delta.content ?? "";
+//   }
+//
+// On-device, the model runs in a dedicated worker (worker.js). With `endpoint` (an OpenAI-compatible /v1 URL)
+// the same calls go to that server instead: always with mode "remote", and in mode "auto" when this device has
+// no WebGPU or only a software adapter. Without WebGPU and without an endpoint, createEngine rejects with a
+// clear message (error.code "no-webgpu") before anything is downloaded.
+
+const here = (path) => new URL(path, import.meta.url).href;
+
+export class EngineError extends Error {
+  constructor(code, message) {
+    super(message);
+    this.code = code;
+  }
+}
+
+// How this device can run a model: "gpu", "software" (a CPU emulation of WebGPU) or "none", with the reason.
+export async function probeWebGPU() {
+  if (!globalThis.navigator?.gpu) return { kind: "none", reason: "This browser has no WebGPU." };
+  try {
+    const adapter = await navigator.gpu.requestAdapter();
+    if (!adapter) return { kind: "none", reason: "WebGPU is present but offers no GPU adapter." };
+    const info = adapter.info || {};
+    const software = info.isFallbackAdapter ||
+      /swiftshader|llvmpipe|lavapipe|warp/i.test(`${info.vendor} ${info.architecture} ${info.description}`);
+    return { kind: software ? "software" : "gpu", info };
+  } catch (error) {
+    return { kind: "none", reason: `WebGPU failed: ${error.message}` };
+  }
+}
+
+export async function createEngine(options = {}) {
+  const engine = new Engine(options);
+  await engine.ready;
+  return engine;
+}
+
+export class Engine extends EventTarget {
+  // options: model, integrity, context (tokens), endpoint, mode ("auto" | "local" | "remote"), apiKey,
+  // pyodideURL (a CDN folder, default: our own dist), distURL, workerURL, onProgress, onStatus, onWarning
+  constructor(options = {}) {
+    super();
+    this.options = options;
+    this.mode = null; // "local" or "remote" once decided
+    this.info = null;
+    this.worker = null;
+    this.nextId = 1;
+    this.pending = new Map(); // reply id → handlers of its worker messages
+    const self = this;
+    this.chat = { completions: { create: (params) => self.#create(params, true) } };
+    this.completions = { create: (params) => self.#create(params, false) };
+    this.ready = this.#start();
+    this.ready.catch(() => {}); // the caller sees the rejection through `ready` or createEngine
+  }
+
+  async #start() {
+    const { model, endpoint, mode = "auto" } = this.options;
+    if (mode === "remote" || (!model && endpoint)) return this.#remote("requested");
+    const probe = await probeWebGPU();
+    if (probe.kind === "none") {
+      if (endpoint && mode === "auto") return this.#remote(probe.reason);
+      throw this.#fail(new EngineError("no-webgpu", `${probe.reason} The model cannot run on this device` +
+        (endpoint ? "." : ", and this page names no server to use instead.")));
+    }
+    if (probe.kind === "software" && endpoint && mode === "auto") {
+      return this.#remote("this device has only a software WebGPU adapter");
+    }
+    if (!model) throw this.#fail(new EngineError("no-model", "no model URL was given"));
+    navigator.storage?.persist?.().catch(() => {}); // keep the model when the browser needs space (best effort)
+    this.mode = "local";
+    this.worker = new Worker(this.options.workerURL || here("./worker.js"), { type: "module", name: "llmchat" });
+    return new Promise((resolve, reject) => {
+      this.worker.onmessage = ({ data }) => this.#onMessage(data, resolve, reject);
+      this.worker.onerror = (event) => reject(this.#fail(new EngineError("worker", event.message || "worker failed")));
+      this.worker.postMessage({
+        type: "load", model: new URL(model, location.href).href, integrity: this.options.integrity,
+        context: this.options.context || 2048, pyodideURL: this.options.pyodideURL,
+        distURL: this.options.distURL || here("./dist/pyodide/"),
+      });
+    });
+  }
+
+  #remote(reason) {
+    const { endpoint } = this.options;
+    if (!endpoint) throw this.#fail(new EngineError("no-endpoint", "mode is remote but no endpoint was given"));
+    this.mode = "remote";
+    this.info = { remote: true, endpoint, reason };
+    this.#emit("ready", this.info);
+  }
+
+  #onMessage(data, resolve, reject) {
+    switch (data.type) {
+      case "status": this.#emit("status", data); this.options.onStatus?.(data); break;
+      case "warning": this.#emit("warning", data); this.options.onWarning?.(data); break;
+      case "progress": this.#emit("progress", data); this.options.onProgress?.(data); break;
+      case "ready":
+        this.info = data.info;
+        this.#emit("ready", data.info);
+        resolve();
+        break;
+      case "token": case "done":
+        this.pending.get(data.id)?.(data);
+        break;
+      case "error": {
+        const error = new EngineError(data.code, data.message);
+        const handler = data.id !== undefined && this.pending.get(data.id);
+        if (handler) handler(data);
+        else {
+          this.#fail(error);
+          reject(error);
+          for (const h of this.pending.values()) h(data); // device lost: every open reply ends with it
+        }
+        break;
+      }
+    }
+  }
+
+  #fail(error) {
+    this.#emit("error", { code: error.code, message: error.message });
+    return error;
+  }
+
+  #emit(type, detail) {
+    this.dispatchEvent(new CustomEvent(type, { detail }));
+  }
+
+  // Forget the conversation kept on the device (the next request starts a fresh KV cache).
+  reset() {
+    this.worker?.postMessage({ type: "reset" });
+  }
+
+  terminate() {
+    this.worker?.terminate();
+    this.worker = null;
+  }
+
+  async #create(params, isChat) {
+    await this.ready;
+    if (this.mode === "remote") return remoteCreate(this.options, params, isChat);
+    const id = this.nextId++;
+    const stream = new ReplyStream(id, isChat, this.info?.model || this.options.model, () =>
+      this.worker.postMessage({ type: "stop", id }));
+    this.pending.set(id, (data) => {
+      stream.push(data);
+      if (data.type !== "token") this.pending.delete(id);
+    });
+    params.signal?.addEventListener("abort", () => stream.abort());
+    const request = { ...params };
+    delete request.stream;
+    delete request.signal;
+    this.worker.postMessage({ type: "chat", id, request });
+    return params.stream ? stream : stream.collect();
+  }
+}
+
+// The chunks of one on-device reply, as an async iterable of OpenAI-shaped chunks.
+class ReplyStream {
+  constructor(id, isChat, model, stop) {
+    this.id = `chatcmpl-local-${id}`;
+    this.isChat = isChat;
+    this.model = model;
+    this.created = Math.floor(Date.now() / 1000);
+    this.stop = stop;
+    this.items = [];
+    this.wake = null;
+    this.ended = false;
+    this.first = true;
+    this.controller = { abort: () => this.abort() }; // as the openai client's Stream has
+  }
+
+  abort() {
+    if (!this.ended) this.stop();
+  }
+
+  push(data) {
+    this.items.push(data);
+    this.wake?.();
+  }
+
+  #chunk(data) {
+    const base = { id: this.id, created: this.created, model: this.model };
+    if (data.type === "error") throw new EngineError(data.code, data.message);
+    const finish = data.type === "done" ? data.finish_reason : null;
+    const text = data.type === "token" ? data.text : "";
+    const delta = this.first ? { role: "assistant", content: text } : text ? { content: text } : {};
+    const choice = this.isChat ? { index: 0, delta, finish_reason: finish } : { index: 0, text, finish_reason: finish };
+    this.first = false;
+    const chunk = { ...base, object: this.isChat ? "chat.completion.chunk" : "text_completion", choices: [choice] };
+    if (data.type === "token") chunk.llmchat = { token: data.token };
+    if (data.type === "done") Object.assign(chunk, { usage: data.usage, llmchat: { timings: data.timings } });
+    return chunk;
+  }
+
+  async *[Symbol.asyncIterator]() {
+    try {
+      for (;;) {
+        while (this.items.length) {
+          const data = this.items.shift();
+          if (data.type !== "token") this.ended = true;
+          yield this.#chunk(data);
+          if (this.ended) return;
+        }
+        await new Promise((resolve) => { this.wake = resolve; });
+        this.wake = null;
+      }
+    } finally {
+      if (!this.ended) {
+        this.ended = true;
+        this.stop(); // the consumer left early (break): stop computing tokens nobody reads
+      }
+    }
+  }
+
+  async collect() {
+    let text = "";
+    let last = null;
+    for await (const chunk of this) {
+      text += (this.isChat ? chunk.choices[0].delta.content : chunk.choices[0].text) ?? "";
+      last = chunk;
+    }
+    this.ended = true;
+    const choice = this.isChat
+      ? { index: 0, message: { role: "assistant", content: text }, finish_reason: last.choices[0].finish_reason }
+      : { index: 0, text, finish_reason: last.choices[0].finish_reason };
+    return { id: this.id, object: this.isChat ? "chat.completion" : "text_completion", created: this.created,
+      model: this.model, choices: [choice], usage: last.usage };
+  }
+}
+
+// The same call against an OpenAI-compatible server; streaming replies are parsed from server-sent events.
+async function remoteCreate(options, params, isChat) {
+  const url = `${options.endpoint.replace(/\/$/, "")}/${isChat ? "chat/completions" : "completions"}`;
+  const { signal, ...body } = params;
+  if (!body.model) body.model = options.remoteModel || options.model || "default";
+  const headers = { "Content-Type": "application/json" };
+  if (options.apiKey) headers.Authorization = `Bearer ${options.apiKey}`;
+  const response = await fetch(url, { method: "POST", headers, body: JSON.stringify(body), signal });
+  if (!response.ok) {
+    const text = await response.text().catch(() => "");
+    throw new EngineError("remote", `${url}: HTTP ${response.status} ${text.slice(0, 300)}`);
+  }
+  if (!params.stream) return response.json();
+  return {
+    controller: { abort: () => response.body.cancel() },
+    async *[Symbol.asyncIterator]() {
+      const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+      let buffer = "";
+      for (;;) {
+        const { done, value } = await reader.read();
+        if (done) return;
+        buffer += value;
+        let cut;
+        while ((cut = buffer.indexOf("\n\n")) >= 0) {
+          const event = buffer.slice(0, cut);
+          buffer = buffer.slice(cut + 2);
+          for (const line of event.split("\n")) {
+            if (!line.startsWith("data:")) continue;
+            const data = line.slice(5).trim();
+            if (data === "[DONE]") return;
+            yield JSON.parse(data);
+          }
+        }
+      }
+    },
+  };
+}

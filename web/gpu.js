@@ -1,0 +1,186 @@
+// The JS half of the browser device (core/gpu/browser.py): WebGPU objects live here in tables, Python holds ids.
+//
+// Per decode step Python makes two calls: run(program, writes) replays a recorded dispatch list after applying
+// the step's queued buffer writes, and read(...) waits for the GPU and copies a few bytes back. The dispatch list
+// is handed over once by program(); its bind groups are built then and reused for every step.
+
+const STORAGE = GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST | GPUBufferUsage.COPY_SRC;
+const UNIFORM = GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST;
+// Weights move from the model store to the GPU in pieces of this size: memory stays flat whatever the model.
+const UPLOAD_CHUNK = 8 << 20;
+
+// The adapter limits a model needs raised above WebGPU's defaults (we ask for whatever the adapter offers).
+const LIMITS = [
+  "maxStorageBufferBindingSize", "maxBufferSize", "maxStorageBuffersPerShaderStage",
+  "maxComputeWorkgroupStorageSize", "maxComputeInvocationsPerWorkgroup", "maxComputeWorkgroupSizeX",
+  "maxComputeWorkgroupsPerDimension",
+];
+const OPTIONAL_FEATURES = ["shader-f16", "subgroups"];
+
+// Open the page's WebGPU adapter and device, or throw an Error whose `code` says why not (for the page to show).
+export async function requestGPU() {
+  if (!("gpu" in navigator) || !navigator.gpu) {
+    throw Object.assign(new Error("This browser has no WebGPU (navigator.gpu is missing), so the model cannot " +
+      "run on this device. Try a recent Chrome, Edge or Safari, or enable WebGPU."), { code: "no-webgpu" });
+  }
+  const adapter = await navigator.gpu.requestAdapter({ powerPreference: "high-performance" });
+  if (!adapter) {
+    throw Object.assign(new Error("WebGPU is present but no GPU adapter is available (it may be disabled or " +
+      "blocklisted for this GPU)."), { code: "no-adapter" });
+  }
+  const requiredLimits = {};
+  for (const name of LIMITS) requiredLimits[name] = adapter.limits[name];
+  const requiredFeatures = OPTIONAL_FEATURES.filter((f) => adapter.features.has(f));
+  const device = await adapter.requestDevice({ requiredLimits, requiredFeatures, label: "llmchat" });
+  return new GPUBridge(adapter, device);
+}
+
+export class GPUBridge {
+  constructor(adapter, device) {
+    this.adapter = adapter;
+    this.device = device;
+    this.queue = device.queue;
+    this.buffers = [null]; // id 0 is never used, so a zero id is always a mistake
+    this.kernels = [null];
+    this.programs = [null];
+    this.lostReason = null; // null while the device is alive; the browser's message afterwards
+    this.onlost = null;
+    device.lost.then((info) => {
+      this.lostReason = info.message || info.reason || "unknown reason";
+      if (this.onlost) this.onlost(this.lostReason);
+    });
+  }
+
+  // What Python needs to know about the adapter (core/gpu/browser.py adapter_info).
+  describe() {
+    const info = this.adapter.info || {};
+    const limits = {};
+    for (const name of [...LIMITS, "maxStorageBufferBindingSize"]) limits[name] = this.device.limits[name];
+    return {
+      vendor: info.vendor || "", architecture: info.architecture || "", device: info.device || "",
+      description: info.description || "", isFallbackAdapter: Boolean(info.isFallbackAdapter),
+      subgroupMinSize: info.subgroupMinSize || 0, subgroupMaxSize: info.subgroupMaxSize || 0,
+      features: [...this.device.features], limits,
+    };
+  }
+
+  createBuffer(size, label, uniform) {
+    this.#alive();
+    const buffer = this.device.createBuffer({ size, label, usage: uniform ? UNIFORM : STORAGE });
+    return this.buffers.push(buffer) - 1;
+  }
+
+  // Queued writes from Python: `blob` holds their bytes back to back, `meta` (buffer, offset, start, length) each.
+  flushWrites(blob, meta) {
+    if (!meta) return;
+    for (let i = 0; i < meta.length; i += 4) {
+      this.queue.writeBuffer(this.buffers[meta[i]], meta[i + 1], blob, meta[i + 2], meta[i + 3]);
+    }
+  }
+
+  // Copy `length` bytes at `srcOffset` of a model store file into buffer `id` at `offset`, chunk by chunk.
+  async writeFrom(id, offset, store, srcOffset, length) {
+    this.#alive();
+    const buffer = this.buffers[id];
+    for (let done = 0; done < length; done += UPLOAD_CHUNK) {
+      const n = Math.min(UPLOAD_CHUNK, length - done);
+      const bytes = await store.read(srcOffset + done, n);
+      this.queue.writeBuffer(buffer, offset + done, bytes, 0, (n + 3) & ~3);
+      store.uploaded(n);
+    }
+  }
+
+  // Compile WGSL into a pipeline with an explicit layout (binding kinds from the shader text, see kernels.py).
+  async kernel(name, code, kinds, constants) {
+    this.#alive();
+    const module = this.device.createShaderModule({ code, label: name });
+    const layout = this.device.createBindGroupLayout({
+      label: name,
+      entries: kinds.map((type, binding) => ({ binding, visibility: GPUShaderStage.COMPUTE, buffer: { type } })),
+    });
+    let pipeline;
+    try {
+      pipeline = await this.device.createComputePipelineAsync({
+        label: name,
+        layout: this.device.createPipelineLayout({ bindGroupLayouts: [layout], label: name }),
+        compute: { module, entryPoint: "main", constants },
+      });
+    } catch (error) {
+      const info = await module.getCompilationInfo();
+      const messages = info.messages.map((m) => `${m.type} at ${m.lineNum}:${m.linePos}: ${m.message}`);
+      throw new Error([error.message, ...messages].join("\n"));
+    }
+    return this.kernels.push({ pipeline, layout, name }) - 1;
+  }
+
+  // Build the bind groups of a recorded dispatch list once; see BrowserDevice.program for the flat layout.
+  async program(flat, names) {
+    this.#alive();
+    this.device.pushErrorScope("validation");
+    const steps = [];
+    let i = 1;
+    for (let d = 0; d < flat[0]; d++) {
+      const kernel = this.kernels[flat[i]];
+      const grid = [flat[i + 1], flat[i + 2], flat[i + 3]];
+      const entries = [];
+      const count = flat[i + 4];
+      i += 5;
+      for (let b = 0; b < count; b++, i += 3) {
+        entries.push({ binding: b, resource: { buffer: this.buffers[flat[i]], offset: flat[i + 1], size: flat[i + 2] } });
+      }
+      const group = this.device.createBindGroup({ layout: kernel.layout, entries, label: names[d] });
+      steps.push({ pipeline: kernel.pipeline, group, grid });
+    }
+    const error = await this.device.popErrorScope();
+    if (error) throw new Error(`binding buffers to the recorded kernels failed: ${error.message}`);
+    return this.programs.push(steps) - 1;
+  }
+
+  // One step: apply the queued writes, then encode and submit every dispatch of the program.
+  run(id, blob, meta) {
+    this.#alive();
+    this.flushWrites(blob, meta);
+    const encoder = this.device.createCommandEncoder();
+    const pass = encoder.beginComputePass();
+    let last = null;
+    for (const { pipeline, group, grid } of this.programs[id]) {
+      if (pipeline !== last) {
+        pass.setPipeline(pipeline);
+        last = pipeline;
+      }
+      pass.setBindGroup(0, group);
+      pass.dispatchWorkgroups(grid[0], grid[1], grid[2]);
+    }
+    pass.end();
+    this.queue.submit([encoder.finish()]);
+  }
+
+  // Wait for submitted work and copy `size` bytes of buffer `id` back (after applying any queued writes).
+  async read(id, offset, size, blob, meta) {
+    this.#alive();
+    this.flushWrites(blob, meta);
+    const staging = this.device.createBuffer({ size, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
+    const encoder = this.device.createCommandEncoder();
+    encoder.copyBufferToBuffer(this.buffers[id], offset, staging, 0, size);
+    this.queue.submit([encoder.finish()]);
+    try {
+      await staging.mapAsync(GPUMapMode.READ);
+    } catch (error) {
+      this.#alive();
+      throw error;
+    }
+    const bytes = new Uint8Array(staging.getMappedRange().slice(0));
+    staging.destroy();
+    return bytes;
+  }
+
+  destroy() {
+    for (const buffer of this.buffers) buffer?.destroy();
+    this.buffers = [null];
+    this.device.destroy();
+  }
+
+  #alive() {
+    if (this.lostReason !== null) throw new Error(`GPU device lost: ${this.lostReason}`);
+  }
+}

@@ -1,0 +1,120 @@
+"""The Python half of the browser worker (web/worker.js): judge a model before downloading it, load it onto the
+page's GPU, and stream chat replies back to JS.
+
+Entry points are called from JS through promising calls (JSPI), so the core below may wait on JS promises with
+`run_sync`. Payloads cross as JSON text: one conversion each way, no proxies to leak.
+"""
+from __future__ import annotations
+
+import json
+import time
+
+from ..api import LLM
+from ..browser_source import BrowserSource
+from ..config import ModelConfig
+from ..errors import ModelTooLargeError, UnsupportedModelError
+from ..gguf import GGUFFile, open_gguf
+from ..gpu.browser import BrowserDevice
+from ..gpu.device import AdapterInfo
+from ..gpu.kvlayout import block_bytes, blocks_for
+from ..gpu.tensors import GPU_TYPES
+
+# Tokens one prefill step takes (the engine's `max_tokens_per_step`): activations and logits are sized for it.
+STEP_TOKENS = 64
+
+_state: dict = {}
+
+
+def plan(gguf: GGUFFile, info: AdapterInfo, context: int, gpu_budget: int = 0) -> dict:
+    """What the model needs on this adapter, in bytes; ModelTooLargeError/UnsupportedModelError if it cannot run.
+
+    Everything here comes from the header, so it runs before a single weight is downloaded. `gpu_budget` is an
+    estimate of the memory the GPU may use (0: unknown); WebGPU does not tell, so the worker derives it from
+    `navigator.deviceMemory` when that says little memory (the value is capped at 8 GiB for privacy).
+    """
+    config = ModelConfig.from_metadata(gguf.metadata, gguf.name)
+    for t in gguf.tensors.values():
+        if t.type not in GPU_TYPES:
+            raise UnsupportedModelError(f"tensor '{t.name}' has type {t.type.name}, which has no GPU kernel yet")
+    ctx = min(context, config.context_length)
+    weights = sum(t.nbytes for t in gguf.tensors.values())
+    kv_layer = blocks_for(ctx) * block_bytes(config.n_kv_head, config.head_dim)
+    kv = 2 * config.n_layer * kv_layer
+    # Activations of one step: residual, normed input, q/k/v, attention, gate/up, plus the logits rows.
+    width = config.n_embd * 3 + config.q_dim + 2 * config.kv_dim + 2 * config.n_ff
+    activations = STEP_TOKENS * (width + config.vocab_size) * 4
+    largest_row = max((t.nbytes // max(1, t.n_elements // t.shape[0]) for t in gguf.tensors.values()), default=0)
+    problems = []
+    if kv_layer > info.max_binding_size:
+        problems.append(f"its KV cache for {ctx} positions needs {kv_layer >> 20} MiB per layer, over this GPU's "
+                        f"{info.max_binding_size >> 20} MiB binding limit (ask for a smaller context-size)")
+    if largest_row > info.max_binding_size:
+        problems.append(f"one weight row takes {largest_row} bytes, over the binding limit")
+    total = weights + kv + activations
+    if gpu_budget and total > gpu_budget:
+        problems.append(f"it needs about {total / 2**30:.1f} GiB of GPU memory (weights {weights / 2**30:.1f} GiB, "
+                        f"KV cache {kv / 2**30:.2f} GiB), more than this device is likely to have "
+                        f"({gpu_budget / 2**30:.1f} GiB)")
+    if problems:
+        raise ModelTooLargeError(f"{gguf.name}: this model cannot run on this device: " + "; ".join(problems))
+    return {"model": str(gguf.metadata.get("general.name", "")) or config.arch, "arch": config.arch,
+            "weights": weights, "kv_cache": kv, "activations": activations, "total": total, "context": ctx,
+            "vocab": config.vocab_size, "layers": config.n_layer}
+
+
+def check(store, bridge, context: int, gpu_budget: int) -> str:
+    """Parse the header (Range reads, no weights) and judge the model on this adapter. Returns the plan as JSON."""
+    device = BrowserDevice(bridge)
+    with open_gguf(BrowserSource(store)) as gguf:
+        result = plan(gguf, device.info, context, gpu_budget)
+    _state["device"] = device
+    result["adapter"] = device.info.as_dict()
+    return json.dumps(result)
+
+
+def load(store, context: int) -> str:
+    """Build the model on the GPU from the store's (now local) bytes; returns load facts as JSON."""
+    t0 = time.perf_counter()
+    llm = LLM(BrowserSource(store), context=context, device=_state["device"], max_tokens_per_step=STEP_TOKENS)
+    _state["llm"] = llm
+    return json.dumps({"load_s": time.perf_counter() - t0, "context": llm.context,
+                       "dispatches_per_token": llm.engine.dispatches_per_step()})
+
+
+def chat(request: str, emit, should_stop) -> None:
+    """Stream a reply to `request` (JSON: messages, or a raw prompt; max_tokens, stop, sampling options).
+
+    `emit(json)` receives {"text", "token"} per piece and a final {"finish_reason", "usage", "timings"};
+    `should_stop()` is asked between tokens (the stop button), and a stop ends the reply with finish "stop".
+    The conversation keeps its KV cache across calls: a request that repeats the previous turns only computes
+    the new tokens.
+    """
+    llm: LLM = _state["llm"]
+    body = json.loads(request)
+    sampling = {k: body[k] for k in ("temperature", "top_k", "top_p", "min_p", "seed", "repetition_penalty",
+                                     "presence_penalty", "frequency_penalty") if body.get(k) is not None}
+    max_tokens, stop = int(body.get("max_tokens") or 256), body.get("stop") or ()
+    if "prompt" in body:  # a raw completion, outside the conversation
+        events = llm.generate(body["prompt"], max_tokens=max_tokens, stop=stop,
+                              ignore_eos=bool(body.get("ignore_eos")), **sampling)
+    else:
+        events = llm.chat(body["messages"], max_tokens=max_tokens, stop=stop, **sampling)
+    n = 0
+    for event in events:
+        if event.finish_reason is not None:
+            emit(json.dumps({"finish_reason": event.finish_reason, "usage": event.usage, "timings": event.timings}))
+            return
+        emit(json.dumps({"text": event.text, "token": event.token}))
+        n += 1
+        if should_stop():
+            events.close()  # the engine forgets the unfinished turn; the next request recomputes from the prompt
+            emit(json.dumps({"finish_reason": "stop", "usage": {"completion_tokens": n}, "timings": {},
+                             "stopped": True}))
+            return
+
+
+def reset() -> None:
+    """Forget the conversation (and free its KV cache blocks)."""
+    llm = _state.get("llm")
+    if llm is not None:
+        llm.reset_chat()

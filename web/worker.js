@@ -1,0 +1,124 @@
+// The dedicated module worker that runs the model: Pyodide with the llmchat wheel, on the page's WebGPU.
+//
+// Messages from the page:
+//   {type: "load", model, integrity, context, pyodideURL, distURL}
+//   {type: "chat", id, request}      request: {messages | prompt, max_tokens, temperature, ...}
+//   {type: "stop", id}               ends reply `id` after the token being computed
+//   {type: "reset"}                  forgets the conversation
+// Messages to the page:
+//   {type: "status", text} {type: "progress", phase, loaded, total} {type: "warning", code, message}
+//   {type: "ready", info} {type: "token", id, text, token} {type: "done", id, finish_reason, usage, timings}
+//   {type: "error", id?, code, message}
+//
+// Order of a first load: open WebGPU (no GPU, no download), then boot Pyodide while the model's first megabyte
+// arrives, judge the model from its header against the adapter's limits, check the storage quota, download the
+// rest into OPFS (model-store.js) and stream it into GPU buffers. Later loads find the file in OPFS.
+
+import { requestGPU } from "./gpu.js";
+import { ModelError, ModelStore } from "./model-store.js";
+
+const post = (message) => self.postMessage(message);
+let pyodide = null;
+let runtime = null;
+let bridge = null;
+let store = null;
+const stops = new Set(); // ids of replies the page asked to stop
+let queue = Promise.resolve(); // Python runs one call at a time: requests wait their turn here
+
+self.onmessage = ({ data }) => {
+  if (data.type === "stop") {
+    stops.add(data.id);
+    return;
+  }
+  queue = queue.then(() => handle(data)).catch((error) => report(error, data.id));
+};
+
+async function handle(message) {
+  if (message.type === "load") return load(message);
+  if (!runtime) throw new ModelError("not-ready", "the model is not loaded");
+  if (message.type === "chat") return chat(message);
+  if (message.type === "reset") return runtime.reset();
+}
+
+async function load({ model, integrity, context = 2048, pyodideURL, distURL }) {
+  const t0 = performance.now();
+  post({ type: "status", text: "Checking WebGPU" });
+  bridge = await requestGPU();
+  bridge.onlost = (reason) => post({ type: "error", code: "device-lost",
+    message: `The GPU stopped working (device lost: ${reason}). Reload the page to start again.` });
+  self.llmchatGPU = bridge;
+  const adapter = bridge.describe();
+  const software = adapter.isFallbackAdapter || /swiftshader|llvmpipe|lavapipe|warp/i.test(
+    `${adapter.vendor} ${adapter.architecture} ${adapter.description}`);
+  if (software) {
+    post({ type: "warning", code: "software-adapter", message: "No hardware GPU is available to this page: " +
+      "WebGPU runs on the CPU here (" + (adapter.architecture || adapter.description || "software") + "), so " +
+      "the model will answer slowly, a few words per second." });
+  }
+  post({ type: "status", text: "Starting Python and reading the model header" });
+  const progress = (p) => post({ type: "progress", ...p });
+  const [py, opened] = await Promise.all([
+    bootPython(pyodideURL, distURL),
+    ModelStore.open(model, { integrity, onProgress: progress }),
+  ]);
+  pyodide = py;
+  store = opened;
+  runtime = pyodide.pyimport("llmchat.web.runtime");
+  const budget = gpuBudget();
+  const plan = JSON.parse(await runtime.check.callPromising(store, bridge, context, budget));
+  store.loadTotal = plan.weights;
+  await store.checkQuota();
+  if (!store.complete) post({ type: "status", text: "Downloading the model" });
+  await store.download();
+  post({ type: "status", text: "Loading the model onto the GPU" });
+  const loaded = JSON.parse(await runtime.load.callPromising(store, plan.context));
+  post({ type: "ready", info: { ...plan, ...loaded, software, fromCache: store.fromCache,
+    requests: store.requests, resumes: store.resumes, load_ms: performance.now() - t0 } });
+}
+
+async function bootPython(pyodideURL, distURL) {
+  const index = new URL(pyodideURL || distURL, self.location.href).href;
+  const ours = new URL(distURL, self.location.href).href;
+  const { loadPyodide } = await import(index + "pyodide.mjs");
+  // The lock file and the wheels always come from our origin, wherever the interpreter comes from.
+  const py = await loadPyodide({ indexURL: index, lockFileURL: ours + "pyodide-lock.json", packageBaseUrl: ours,
+    stdout: () => {}, stderr: (text) => console.warn(text) });
+  await py.loadPackage(["llmchat"], { checkIntegrity: true, messageCallback: () => {} });
+  return py;
+}
+
+// WebGPU does not say how much memory the GPU has. navigator.deviceMemory (capped at 8 GiB) bounds what an
+// integrated GPU can share on small devices; when it reports the cap, nothing is known and nothing is refused.
+function gpuBudget() {
+  const gib = navigator.deviceMemory;
+  if (!gib || gib >= 8) return 0;
+  return Math.floor(gib * 0.75 * 2 ** 30);
+}
+
+async function chat({ id, request }) {
+  const emit = (json) => {
+    const event = JSON.parse(json);
+    if (event.finish_reason) post({ type: "done", id, ...event });
+    else post({ type: "token", id, ...event });
+  };
+  const shouldStop = () => stops.has(id);
+  try {
+    await runtime.chat.callPromising(JSON.stringify(request), emit, shouldStop);
+  } finally {
+    stops.delete(id);
+  }
+}
+
+function report(error, id) {
+  let code = error.code || "error";
+  let message = error.message || String(error);
+  // Python errors arrive as PythonError with the traceback; the last line is the one meant for people.
+  if (error.type) {
+    const last = message.trim().split("\n").pop();
+    message = last.replace(/^[\w.]+: /, "");
+    code = { ModelTooLargeError: "too-large", UnsupportedModelError: "unsupported", DeviceLostError: "device-lost",
+      ContextOverflowError: "context-overflow", InvalidRequestError: "invalid-request" }[error.type] || "python";
+  }
+  if (bridge?.lostReason) code = "device-lost";
+  post({ type: "error", id, code, message });
+}
