@@ -22,7 +22,7 @@ from typing import Any
 
 from . import __version__
 from .catalogue import CATALOGUE, pull, resolve
-from .errors import LLMChatError
+from .errors import InvalidRequestError, LLMChatError
 
 Handler = Callable[[argparse.Namespace], int]
 AddArguments = Callable[[argparse.ArgumentParser], None]
@@ -176,9 +176,16 @@ def _sampling_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _sampling(args: argparse.Namespace) -> dict[str, Any]:
-    return dict(temperature=args.temp, top_k=args.top_k, top_p=args.top_p, min_p=args.min_p,
-                repetition_penalty=args.repeat_penalty, presence_penalty=args.presence_penalty,
-                frequency_penalty=args.frequency_penalty, seed=args.seed)
+    """The sampling options, validated before any model is loaded."""
+    from .sampler import SamplingParams
+
+    options = dict(temperature=args.temp, top_k=args.top_k, top_p=args.top_p, min_p=args.min_p,
+                   repetition_penalty=args.repeat_penalty, presence_penalty=args.presence_penalty,
+                   frequency_penalty=args.frequency_penalty, seed=args.seed)
+    SamplingParams(**options).validate()
+    if args.max_tokens < 1:
+        raise InvalidRequestError(f"--max-tokens must be at least 1, got {args.max_tokens}")
+    return options
 
 
 def _load(args: argparse.Namespace):
@@ -199,9 +206,10 @@ def _run_arguments(parser: argparse.ArgumentParser) -> None:
 
 @command("run", "complete a raw prompt, streaming the text", _run_arguments)
 def run_command(args: argparse.Namespace) -> int:
+    sampling = _sampling(args)
     llm = _load(args)
     ids, text = [], []
-    for event in llm.generate(args.prompt, max_tokens=args.max_tokens, stop=args.stop, **_sampling(args)):
+    for event in llm.generate(args.prompt, max_tokens=args.max_tokens, stop=args.stop, **sampling):
         if event.token is not None:
             ids.append(event.token)
         text.append(event.text)
@@ -225,6 +233,7 @@ def _chat_arguments(parser: argparse.ArgumentParser) -> None:
 
 @command("chat", "talk with a model in the terminal (Ctrl-C stops a reply, Ctrl-D leaves)", _chat_arguments)
 def chat_command(args: argparse.Namespace) -> int:
+    sampling = _sampling(args)
     llm = _load(args)
     messages = [{"role": "system", "content": args.system}] if args.system else []
     print(f"llmchat: {llm.config.name or args.model} on {llm.device.info.name}. Ctrl-C stops a reply, Ctrl-D leaves.",
@@ -240,7 +249,7 @@ def chat_command(args: argparse.Namespace) -> int:
         messages.append({"role": "user", "content": line})
         reply = []
         try:
-            for event in llm.chat(messages, max_tokens=args.max_tokens, stop=args.stop, **_sampling(args)):
+            for event in llm.chat(messages, max_tokens=args.max_tokens, stop=args.stop, **sampling):
                 reply.append(event.text)
                 print(event.text, end="", flush=True)
         except KeyboardInterrupt:
