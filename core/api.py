@@ -51,8 +51,11 @@ class LLM:
         self.device = device or open_device()
         self.model = model_class(self.config)(self.config, self.gguf, self.device, fold_norms=fold_norms)
         self.context = min(context or 2048, self.config.context_length)
-        self.engine = Engine(self.model, self.device, Kernels(self.device), context=self.context, n_slots=n_slots,
-                             max_tokens_per_step=max_tokens_per_step)
+        # One slot more than asked for holds the `chat` conversation; all slots share the cache's memory, sized for
+        # `n_slots` full contexts.
+        self.engine = Engine(self.model, self.device, Kernels(self.device), context=self.context,
+                             n_slots=n_slots + 1, max_tokens_per_step=max_tokens_per_step,
+                             cache_positions=self.context * n_slots)
         self.engine.program(1, 1)  # compile the decode step now, not on the first token
         self.load_s = time.perf_counter() - t0
         self._chat_slot: int | None = None

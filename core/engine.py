@@ -18,6 +18,7 @@ from .gpu import ops
 from .gpu.device import Device, Program
 from .gpu.kernels import Kernels
 from .gpu.recorder import Act, Recorder
+from .gpu.kvlayout import BLOCK_TOKENS
 from .kv_cache import KVCache
 from .models.llama import Activations
 
@@ -39,13 +40,16 @@ def bucket(n: int) -> int:
 
 class Engine:
     def __init__(self, model, device: Device, kernels: Kernels, *, context: int, n_slots: int = 1,
-                 max_tokens_per_step: int = 64):
+                 max_tokens_per_step: int = 64, cache_positions: int | None = None):
+        """`n_slots` sequences can be open at once; they share a KV cache of `cache_positions` positions
+        (default: a full context for each)."""
         self.model = model
         self.config: ModelConfig = model.config
         self.device = device
         self.kernels = kernels
         self.context = context
-        self.kv = KVCache(device, self.config, n_slots=n_slots, context=context)
+        n_blocks = None if cache_positions is None else -(-cache_positions // BLOCK_TOKENS)
+        self.kv = KVCache(device, self.config, n_slots=n_slots, context=context, n_blocks=n_blocks)
         self.max_step = bucket(max_tokens_per_step)
         self.step_buf = device.buffer(16, "step", uniform=True)
         self.out_buf = device.buffer(16, "out_step", uniform=True)

@@ -82,3 +82,23 @@ def test_generate_streams_and_stops(tmp_path, device):
     for tok in greedy[:4]:
         assert tok == int(np.argmax(ref.forward(ids)[-1]))
         ids.append(tok)
+
+
+def test_chat_reuses_the_conversation_cache(tmp_path, device):
+    """A second turn computes only its new tokens, and answers exactly as a fresh conversation would."""
+    path = write_model(tmp_path / "m.gguf", qtype=Q.Q8_0)
+    llm = LLM(str(path), device=device, context=256)
+    messages = [{"role": "user", "content": "hello there"}]
+    first = list(llm.chat(messages, max_tokens=6))
+    assert first[-1].usage["cached_tokens"] == 0
+    reply = "".join(e.text for e in first)
+    messages += [{"role": "assistant", "content": reply}, {"role": "user", "content": "the hell"}]
+    second = list(llm.chat(messages, max_tokens=6))
+    prompt_tokens = second[-1].usage["prompt_tokens"]
+    assert 0 < second[-1].usage["cached_tokens"] < prompt_tokens
+    fresh = list(llm.generate(messages, max_tokens=6))
+    assert [e.token for e in second] == [e.token for e in fresh]
+    # Editing history (a different first message) shares nothing and still answers like a fresh run.
+    edited = [{"role": "user", "content": "hi"}] + messages[1:]
+    third = list(llm.chat(edited, max_tokens=6))
+    assert [e.token for e in third] == [e.token for e in llm.generate(edited, max_tokens=6)]
