@@ -319,6 +319,43 @@ def bench_command(args: argparse.Namespace) -> int:
     return 0
 
 
+# --- serve ------------------------------------------------------------------------------------------------------
+
+
+def _serve_arguments(parser: argparse.ArgumentParser) -> None:
+    _model_argument(parser)
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=8000, help="port to listen on (default 8000)")
+    parser.add_argument("--api-key", default=os.environ.get("LLMCHAT_API_KEY"),
+                        help="require `Authorization: Bearer KEY` on /v1 routes (default: $LLMCHAT_API_KEY, else none)")
+    parser.add_argument("--ctx", type=int, default=2048, help="context size in tokens per sequence (default 2048)")
+    parser.add_argument("--max-batch", type=int, default=8, help="sequences decoded together (default 8)")
+    parser.add_argument("--max-queue", type=int, default=64,
+                        help="sequences that may wait for a batch place; beyond that requests get 429 (default 64)")
+    parser.add_argument("--prefill-chunk", type=int, default=16,
+                        help="most prompt tokens a step carries while other sequences decode (default 16; "
+                             "raise it on fast GPUs, where a step's cost hardly grows with its tokens)")
+    parser.add_argument("--cache-entries", type=int,
+                        help="finished sequences kept for prefix sharing (default: --max-batch)")
+    parser.add_argument("--cors-origin", action="extend", nargs="+", default=[], metavar="ORIGIN",
+                        help="allow browser pages from ORIGIN (repeatable; '*' allows any)")
+    parser.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
+
+
+@command("serve", "run an OpenAI-compatible HTTP server (continuous batching, prefix caching)", _serve_arguments)
+def serve_command(args: argparse.Namespace) -> int:
+    try:
+        from .server import ServeConfig, serve
+    except ImportError as exc:
+        raise LLMChatError(f"the server needs FastAPI and uvicorn ({exc.name} is missing): "
+                           "pip install fastapi uvicorn") from None
+    serve(ServeConfig(model=args.model, host=args.host, port=args.port, api_key=args.api_key, ctx=args.ctx,
+                      max_batch=args.max_batch, max_queue=args.max_queue, prefill_chunk=args.prefill_chunk,
+                      cache_entries=args.cache_entries, cors_origins=tuple(args.cors_origin),
+                      log_level=args.log_level))
+    return 0
+
+
 # --- plumbing ---------------------------------------------------------------------------------------------------
 
 

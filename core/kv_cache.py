@@ -42,6 +42,15 @@ class KVCache:
     def free_blocks(self) -> int:
         return len(self._free)
 
+    @property
+    def free_slots(self) -> int:
+        return len(self._free_slots)
+
+    def blocks_needed(self, slot: int, n_positions: int) -> int:
+        """How many blocks `reserve(slot, n_positions)` would take from the free list (a scheduler asks before a
+        step, so it can make room by evicting cached sequences instead of failing the step)."""
+        return max(0, -(-n_positions // BLOCK_TOKENS) - len(self._blocks[slot]))
+
     def new_slot(self) -> int:
         if not self._free_slots:
             raise ModelTooLargeError(f"all {self.n_slots} sequence slots are in use")

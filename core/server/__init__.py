@@ -1,0 +1,16 @@
+"""`llmchat serve`: an OpenAI-compatible HTTP server with continuous batching and prefix caching.
+
+    scheduler.py     the engine loop: continuous batching, chunked prefill, cancellation
+    prefix_cache.py  finished sequences' KV kept and shared by later prompts
+    app.py           routes; completions.py request handling; schemas.py request bodies
+    static.py        web demo and model files with Range; sse.py streaming; metrics.py Prometheus text
+
+Needs FastAPI and uvicorn (installed with llmchat natively; the core itself imports without them).
+"""
+from .app import ServerOptions, create_app
+from .completions import ModelInfo
+from .runner import ServeConfig, model_info, serve
+from .scheduler import GenerationRequest, Scheduler
+
+__all__ = ["GenerationRequest", "ModelInfo", "Scheduler", "ServeConfig", "ServerOptions", "create_app",
+           "model_info", "serve"]

@@ -1,0 +1,332 @@
+"""The two completion routes' work: validate and tokenize a request, run its sequences, shape OpenAI's answer.
+
+`prepare_chat` / `prepare_text` turn a validated body into `Prepared` (one GenerationRequest per prompt and
+choice) or raise APIError with the status and the field at fault. `Run` submits them to the scheduler and yields
+their events on the event loop. `Answer` assembles either the whole response or the stream of chunks, in the chat
+or the legacy text-completion flavour.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from starlette.concurrency import run_in_threadpool
+
+from .. import __version__
+from ..errors import ChatTemplateError, LLMChatError
+from .errors import APIError, error_body
+from .scheduler import (ErrorEvent, FinishEvent, GenerationRequest, QueueFullError, Scheduler,
+                        SchedulerStoppedError, TokenEvent)
+from .schemas import (MAX_SEQUENCES_PER_REQUEST, MAX_STOP_STRINGS, ChatCompletionRequest, CompletionRequest,
+                      _Sampling, unsupported_fields)
+
+
+@dataclass
+class ModelInfo:
+    """What the routes need to know about the served model."""
+
+    id: str
+    aliases: frozenset[str]  # names a request's `model` may use
+    context: int
+    vocab_size: int
+    encode_prompt: Callable[[str], list[int]]
+    encode_messages: Callable[[list[dict]], list[int]]
+    token_bytes: Callable[[int], bytes]
+
+
+@dataclass
+class Prepared:
+    chat: bool
+    body: _Sampling
+    requests: list[GenerationRequest]  # prompt p, choice c at index p * n + c
+    prompt_lengths: list[int]
+    top_logprobs: int | None
+
+
+# -- preparing ---------------------------------------------------------------------------------------------------
+
+
+def _common_checks(body: _Sampling, model: ModelInfo) -> None:
+    refused = unsupported_fields(body)
+    if refused:
+        names = ", ".join(f"`{n}`" for n in refused)
+        raise APIError(400, f"{names} {'is' if len(refused) == 1 else 'are'} not supported by this server yet; "
+                            "remove the field to go on", param=refused[0], code="unsupported_parameter")
+    if body.model not in model.aliases:
+        raise APIError(404, f"The model `{body.model}` does not exist; this server runs `{model.id}`",
+                       param="model", code="model_not_found")
+    if len(body.stop_strings()) > MAX_STOP_STRINGS:
+        raise APIError(400, f"at most {MAX_STOP_STRINGS} stop strings are supported", param="stop")
+
+
+def _check_fits(prompt_len: int, max_tokens: int | None, context: int, param: str) -> int:
+    """The completion budget: `max_tokens`, or all the context the prompt leaves. Never truncates silently."""
+    if max_tokens is None:
+        if prompt_len >= context:
+            raise APIError(400, f"This model's maximum context length is {context} tokens. However, your prompt "
+                                f"has {prompt_len} tokens, which leaves no room for a completion. Please shorten it.",
+                           param=param, code="context_length_exceeded")
+        return context - prompt_len
+    if prompt_len + max_tokens > context:
+        raise APIError(400, f"This model's maximum context length is {context} tokens. However, you requested "
+                            f"{prompt_len + max_tokens} tokens ({prompt_len} in the prompt, {max_tokens} for the "
+                            "completion). Please reduce the prompt or the completion length.",
+                       param="max_tokens" if param == "prompt" else param, code="context_length_exceeded")
+    return max_tokens
+
+
+def _requests(body: _Sampling, prompts: list[list[int]], budgets: list[int],
+              top_logprobs: int | None) -> list[GenerationRequest]:
+    if len(prompts) * body.n > MAX_SEQUENCES_PER_REQUEST:
+        raise APIError(400, f"{len(prompts)} prompts times n={body.n} choices make {len(prompts) * body.n} "
+                            f"sequences; at most {MAX_SEQUENCES_PER_REQUEST} per request", param="n")
+    stops = body.stop_strings()
+    out = []
+    for ids, budget in zip(prompts, budgets):
+        for choice in range(body.n):
+            params = body.sampling_params(choice)
+            try:
+                params.validate()
+            except LLMChatError as exc:
+                raise APIError(400, str(exc)) from None
+            out.append(GenerationRequest(ids, params, budget, stops, top_logprobs, body.ignore_eos))
+    return out
+
+
+async def prepare_chat(body: ChatCompletionRequest, model: ModelInfo) -> Prepared:
+    _common_checks(body, model)
+    if body.top_logprobs is not None and not body.logprobs:
+        raise APIError(400, "`top_logprobs` needs `logprobs` set to true", param="top_logprobs")
+    messages = [m.model_dump(exclude_none=True) for m in body.messages]
+    try:
+        ids = await run_in_threadpool(model.encode_messages, messages)
+    except (ChatTemplateError, LLMChatError) as exc:
+        raise APIError(400, str(exc), param="messages") from None
+    if not ids:
+        raise APIError(400, "the messages render to an empty prompt", param="messages")
+    max_tokens = body.max_completion_tokens if body.max_completion_tokens is not None else body.max_tokens
+    param = "max_completion_tokens" if body.max_completion_tokens is not None else "max_tokens"
+    budget = _check_fits(len(ids), max_tokens, model.context, param if max_tokens is not None else "messages")
+    top = (body.top_logprobs or 0) if body.logprobs else None
+    return Prepared(True, body, _requests(body, [ids], [budget], top), [len(ids)], top)
+
+
+async def prepare_text(body: CompletionRequest, model: ModelInfo) -> Prepared:
+    _common_checks(body, model)
+    prompt = body.prompt
+    if isinstance(prompt, str) or (prompt and isinstance(prompt[0], int)):
+        prompt = [prompt]
+    if not prompt:
+        raise APIError(400, "`prompt` is empty", param="prompt")
+    prompts: list[list[int]] = []
+    for p in prompt:
+        if isinstance(p, str):
+            try:
+                ids = await run_in_threadpool(model.encode_prompt, p)
+            except LLMChatError as exc:
+                raise APIError(400, str(exc), param="prompt") from None
+        else:
+            ids = list(p)
+            bad = next((t for t in ids if not 0 <= t < model.vocab_size), None)
+            if bad is not None:
+                raise APIError(400, f"token id {bad} in `prompt` is outside the vocabulary (0..{model.vocab_size - 1})",
+                               param="prompt")
+        if not ids:
+            raise APIError(400, "`prompt` is empty (it encodes to no tokens)", param="prompt")
+        prompts.append(ids)
+    budgets = [_check_fits(len(ids), body.max_tokens, model.context, "prompt") for ids in prompts]
+    return Prepared(False, body, _requests(body, prompts, budgets, body.logprobs), [len(p) for p in prompts],
+                    body.logprobs)
+
+
+# -- running -----------------------------------------------------------------------------------------------------
+
+
+class Run:
+    """A request's sequences in the scheduler, their events delivered on this event loop."""
+
+    def __init__(self, scheduler: Scheduler, prepared: Prepared) -> None:
+        loop = asyncio.get_running_loop()
+        self._events: asyncio.Queue = asyncio.Queue()
+
+        def sink(index: int, event) -> None:  # runs on the scheduler thread
+            loop.call_soon_threadsafe(self._events.put_nowait, (index, event))
+
+        try:
+            self._tickets = scheduler.submit(prepared.requests, sink)
+        except QueueFullError as exc:
+            raise APIError(429, str(exc), code="rate_limit_exceeded",
+                           headers={"Retry-After": str(exc.retry_after)}) from None
+        except SchedulerStoppedError as exc:
+            raise APIError(503, str(exc)) from None
+        self._open = len(prepared.requests)
+
+    @property
+    def done(self) -> bool:
+        return self._open == 0
+
+    async def next(self, timeout: float | None = None) -> tuple[int, TokenEvent | FinishEvent] | None:
+        """The next event of any of the sequences; None if `timeout` seconds pass first. A failed sequence
+        cancels the others and raises its error."""
+        try:
+            index, event = await asyncio.wait_for(self._events.get(), timeout)
+        except TimeoutError:
+            return None
+        if isinstance(event, ErrorEvent):
+            self.cancel()
+            self._open = 0
+            raise event.error
+        if isinstance(event, FinishEvent):
+            self._open -= 1
+        return index, event
+
+    async def events(self) -> AsyncIterator[tuple[int, TokenEvent | FinishEvent]]:
+        while not self.done:
+            item = await self.next()
+            if item is not None:
+                yield item
+
+    def cancel(self) -> None:
+        for ticket in self._tickets:
+            ticket.cancel()
+
+
+# -- answering ---------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Choice:
+    text: list[str] = field(default_factory=list)
+    logprobs: list[Any] = field(default_factory=list)
+    offset: int = 0
+    finish_reason: str | None = None
+    completion_tokens: int = 0
+    cached_tokens: int = 0
+
+
+class Answer:
+    """Builds OpenAI's response objects for one request, whole or as stream chunks."""
+
+    def __init__(self, prepared: Prepared, model: ModelInfo) -> None:
+        self.p = prepared
+        self.model = model
+        self.chat = prepared.chat
+        self.id = ("chatcmpl-" if self.chat else "cmpl-") + uuid.uuid4().hex
+        self.created = int(time.time())
+        self.choices = [_Choice() for _ in prepared.requests]
+
+    # events -> state
+    def take(self, index: int, event: TokenEvent | FinishEvent) -> dict[str, Any]:
+        """Record an event; returns the choice fields a stream chunk carries for it."""
+        c = self.choices[index]
+        c.text.append(event.text)
+        delta: dict[str, Any] = {"text": event.text, "logprobs": None, "finish_reason": None}
+        if isinstance(event, TokenEvent):
+            if self.p.top_logprobs is not None:
+                entry = self._logprob_entry(c, event)
+                c.logprobs.append(entry)
+                delta["logprobs"] = entry
+        else:
+            c.finish_reason = delta["finish_reason"] = event.reason
+            c.completion_tokens, c.cached_tokens = event.completion_tokens, event.cached_tokens
+        return delta
+
+    def _token(self, token: int) -> tuple[str, list[int]]:
+        raw = self.model.token_bytes(token)
+        return raw.decode("utf-8", errors="replace"), list(raw)
+
+    def _logprob_entry(self, c: _Choice, event: TokenEvent) -> Any:
+        text, raw = self._token(event.token)
+        if self.chat:
+            top = [dict(zip(("token", "bytes"), self._token(t)), logprob=lp) for t, lp in event.top or []]
+            return {"token": text, "logprob": event.logprob, "bytes": raw, "top_logprobs": top}
+        entry = (text, event.logprob, {self._token(t)[0]: lp for t, lp in event.top or []}, c.offset)
+        c.offset += len(text)
+        return entry
+
+    def usage(self) -> dict[str, Any]:
+        n = self.p.body.n
+        completion = sum(c.completion_tokens for c in self.choices)
+        prompt = sum(self.p.prompt_lengths)
+        # Per prompt, the positions every one of its choices found cached.
+        cached = sum(min(c.cached_tokens for c in self.choices[i * n:(i + 1) * n])
+                     for i in range(len(self.p.prompt_lengths)))
+        return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
+                "prompt_tokens_details": {"cached_tokens": cached}}
+
+    # whole response
+    def response(self) -> dict[str, Any]:
+        choices = []
+        for i, c in enumerate(self.choices):
+            text = "".join(c.text)
+            if self.chat:
+                logprobs = {"content": c.logprobs} if self.p.top_logprobs is not None else None
+                choices.append({"index": i, "message": {"role": "assistant", "content": text},
+                                "logprobs": logprobs, "finish_reason": c.finish_reason})
+            else:
+                choices.append({"index": i, "text": text, "logprobs": self._text_logprobs(c.logprobs),
+                                "finish_reason": c.finish_reason})
+        return {"id": self.id, "object": "chat.completion" if self.chat else "text_completion",
+                "created": self.created, "model": self.model.id, "system_fingerprint": f"llmchat-{__version__}",
+                "choices": choices, "usage": self.usage()}
+
+    def _text_logprobs(self, entries: Sequence[tuple]) -> dict[str, Any] | None:
+        if self.p.top_logprobs is None:
+            return None
+        return {"tokens": [e[0] for e in entries], "token_logprobs": [e[1] for e in entries],
+                "top_logprobs": [e[2] for e in entries], "text_offset": [e[3] for e in entries]}
+
+    # stream
+    def chunk(self, index: int, delta: dict[str, Any] | None, *, role: bool = False) -> bytes:
+        with_usage = self._include_usage()
+        if delta is None:  # the closing usage chunk
+            choices: list[dict[str, Any]] = []
+        elif self.chat:
+            content: dict[str, Any] = {"role": "assistant", "content": ""} if role else {}
+            if delta.get("text"):
+                content["content"] = delta["text"]
+            logprobs = {"content": [delta["logprobs"]]} if delta.get("logprobs") else None
+            choices = [{"index": index, "delta": content, "logprobs": logprobs,
+                        "finish_reason": delta.get("finish_reason")}]
+        else:
+            logprobs = self._text_logprobs([delta["logprobs"]]) if delta.get("logprobs") else None
+            choices = [{"index": index, "text": delta.get("text", ""), "logprobs": logprobs,
+                        "finish_reason": delta.get("finish_reason")}]
+        obj: dict[str, Any] = {"id": self.id, "object": "chat.completion.chunk" if self.chat else "text_completion",
+                               "created": self.created, "model": self.model.id,
+                               "system_fingerprint": f"llmchat-{__version__}", "choices": choices}
+        if with_usage:
+            obj["usage"] = self.usage() if delta is None else None
+        return sse(obj)
+
+    def _include_usage(self) -> bool:
+        options = self.p.body.stream_options
+        return bool(options and options.include_usage)
+
+    async def stream(self, run: Run) -> AsyncIterator[bytes]:
+        """The SSE body: a chunk per piece of text (or per token when log-probabilities were asked for), each
+        choice's finish reason, optionally the usage, then `[DONE]`. An error after the headers went out becomes
+        an `error` event, since the status can no longer change."""
+        if self.chat:
+            for i in range(len(self.choices)):
+                yield self.chunk(i, {}, role=True)
+        try:
+            async for index, event in run.events():
+                delta = self.take(index, event)
+                if delta["text"] or delta["logprobs"] or delta["finish_reason"]:
+                    yield self.chunk(index, delta)
+        except Exception as exc:  # noqa: BLE001 - whatever it was, the client must hear of it
+            yield sse(error_body(500, str(exc) or type(exc).__name__))
+        else:
+            if self._include_usage():
+                yield self.chunk(0, None)
+        yield b"data: [DONE]\n\n"
+
+
+def sse(obj: Any) -> bytes:
+    return b"data: " + json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode() + b"\n\n"

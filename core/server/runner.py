@@ -1,0 +1,71 @@
+"""`llmchat serve`: load the model, start the scheduler thread, run the app under uvicorn."""
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..catalogue import CATALOGUE, models_dir, resolve
+from .app import ServerOptions, create_app
+from .completions import ModelInfo
+from .metrics import Metrics
+from .scheduler import Scheduler
+
+
+@dataclass(frozen=True)
+class ServeConfig:
+    model: str
+    host: str = "127.0.0.1"
+    port: int = 8000
+    api_key: str | None = None
+    ctx: int = 2048
+    max_batch: int = 8
+    max_queue: int = 64
+    prefill_chunk: int = 16
+    cache_entries: int | None = None  # finished sequences kept for prefix sharing; default max_batch
+    cors_origins: Sequence[str] = ()
+    log_level: str = "info"
+
+
+def model_info(llm, requested: str, path: str) -> ModelInfo:
+    """The served model's public id (the catalogue name if one was given, else the file's stem) and the other
+    names a request may use for it."""
+    name = Path(path).name
+    model_id = requested.lower() if requested.lower() in CATALOGUE else Path(name).stem
+    aliases = frozenset({model_id, requested, name, Path(name).stem})
+    return ModelInfo(id=model_id, aliases=aliases, context=llm.context, vocab_size=llm.config.vocab_size,
+                     encode_prompt=llm.encode_prompt, encode_messages=llm.encode_messages,
+                     token_bytes=llm.tokenizer.token_bytes)
+
+
+def serve(config: ServeConfig) -> None:
+    import uvicorn
+
+    from ..api import LLM
+
+    path = resolve(config.model)
+    cache_entries = config.max_batch if config.cache_entries is None else config.cache_entries
+    # A step carries every decoding sequence's token plus a prompt chunk, so it must hold max_batch + 1 at least.
+    step = max(64, config.max_batch + config.prefill_chunk)
+    llm = LLM(path, context=config.ctx, n_slots=config.max_batch + cache_entries, max_tokens_per_step=step)
+    if llm.device.info.software:
+        print(f"llmchat: {llm.device.info.name} is a software (CPU-emulated) adapter: expect it to be slow",
+              file=sys.stderr)
+    scheduler = Scheduler(llm.engine, llm.tokenizer, max_batch=config.max_batch, max_queue=config.max_queue,
+                          prefill_chunk=config.prefill_chunk, metrics=Metrics())
+    local = not path.startswith(("http://", "https://"))
+    options = ServerOptions(api_key=config.api_key, cors_origins=config.cors_origins, models_dir=models_dir(),
+                            model_file=Path(path).resolve() if local else None)
+    info = model_info(llm, config.model, path)
+    app = create_app(scheduler, info, options)
+    logging.getLogger("llmchat.server").setLevel(config.log_level.upper())
+    scheduler.start()
+    print(f"llmchat: serving {info.id} ({llm.context}-token context, up to {config.max_batch} sequences at once) "
+          f"on http://{config.host}:{config.port}/v1", file=sys.stderr, flush=True)
+    try:
+        uvicorn.run(app, host=config.host, port=config.port, log_level=config.log_level,
+                    timeout_graceful_shutdown=5)
+    finally:
+        scheduler.stop()

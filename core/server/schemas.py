@@ -1,0 +1,149 @@
+"""Request bodies of the OpenAI-compatible routes, as pydantic models (they also make the OpenAPI schema).
+
+Every field OpenAI documents is declared. Those we implement are typed and range-checked; those we do not
+(tools, structured output, logit bias...) are declared as `Any` so that `unsupported_fields` can refuse them by
+name with a 400 — a request is never half-served with a field silently ignored. Fields that are in no API are
+refused too (`extra="forbid"`), since a misspelt `max_token` would otherwise fall back to a default unnoticed.
+
+Extensions that vLLM and llama.cpp's server also accept: `top_k`, `min_p`, `repetition_penalty`, `ignore_eos`.
+"""
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..sampler import SamplingParams
+
+# At most this many sequences per request (choices times prompts): OpenAI allows n up to 128, which no single
+# local GPU serves well; a larger batch belongs in several requests.
+MAX_SEQUENCES_PER_REQUEST = 16
+MAX_STOP_STRINGS = 16
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class StreamOptions(_Strict):
+    include_usage: bool = False
+    continuous_usage_stats: bool = False  # vLLM's: usage on every chunk, not only at the end
+
+
+class ContentPart(BaseModel):
+    """One part of a message's content. Only text parts can be used (text-only models); other types are
+    accepted here so that the chat layer can refuse them with a message naming the part."""
+
+    model_config = ConfigDict(extra="allow")
+    type: str
+    text: str | None = None
+
+
+class ChatMessage(_Strict):
+    role: Literal["system", "developer", "user", "assistant", "tool"]
+    content: str | list[ContentPart] | None = None
+    name: str | None = None
+    tool_calls: list[dict[str, Any]] | None = None
+    tool_call_id: str | None = None
+    refusal: str | None = None
+
+
+class _Sampling(_Strict):
+    """Fields both completion routes share."""
+
+    model: str
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+    max_tokens: int | None = Field(None, ge=1)
+    temperature: float | None = Field(None, ge=0, le=2, description="0 is greedy; default 1")
+    top_p: float | None = Field(None, ge=0, le=1)
+    n: int = Field(1, ge=1, le=MAX_SEQUENCES_PER_REQUEST)
+    seed: int | None = None
+    stop: str | list[str] | None = None
+    presence_penalty: float = Field(0.0, ge=-2, le=2)
+    frequency_penalty: float = Field(0.0, ge=-2, le=2)
+    user: str | None = None
+    # Extensions (vLLM and llama.cpp spell them the same way).
+    top_k: int = Field(0, ge=0, description="keep the k most likely tokens; 0 disables it")
+    min_p: float = Field(0.0, ge=0, le=1)
+    repetition_penalty: float = Field(1.0, gt=0, le=10)
+    ignore_eos: bool = False
+    # OpenAI fields we do not implement: refused by name when given.
+    logit_bias: Any = None
+    service_tier: Any = None
+    store: Any = None
+    metadata: Any = None
+
+    def stop_strings(self) -> tuple[str, ...]:
+        stops = [self.stop] if isinstance(self.stop, str) else list(self.stop or [])
+        return tuple(stops)
+
+    def sampling_params(self, choice: int) -> SamplingParams:
+        """Choice `choice` of the request; with a seed, each choice draws from seed + choice, so n choices
+        differ and the same request replays the same choices."""
+        return SamplingParams(
+            temperature=1.0 if self.temperature is None else self.temperature,
+            top_k=self.top_k,
+            top_p=1.0 if self.top_p is None else self.top_p,
+            min_p=self.min_p,
+            repetition_penalty=self.repetition_penalty,
+            presence_penalty=self.presence_penalty,
+            frequency_penalty=self.frequency_penalty,
+            seed=None if self.seed is None else self.seed + choice,
+        )
+
+
+class ChatCompletionRequest(_Sampling):
+    messages: list[ChatMessage] = Field(min_length=1)
+    max_completion_tokens: int | None = Field(None, ge=1)
+    logprobs: bool = False
+    top_logprobs: int | None = Field(None, ge=0, le=20)
+    # Not implemented yet.
+    tools: Any = None
+    tool_choice: Any = None
+    parallel_tool_calls: Any = None
+    functions: Any = None
+    function_call: Any = None
+    response_format: Any = None
+    audio: Any = None
+    modalities: Any = None
+    prediction: Any = None
+    reasoning_effort: Any = None
+    web_search_options: Any = None
+
+
+class CompletionRequest(_Sampling):
+    prompt: str | list[str] | list[int] | list[list[int]]
+    logprobs: int | None = Field(None, ge=0, le=20)
+    max_tokens: int | None = Field(16, ge=1)  # OpenAI's default for this route
+    # Not implemented yet.
+    echo: Any = None
+    suffix: Any = None
+    best_of: Any = None
+
+
+# Values of unimplemented fields that ask for nothing beyond the default, so they can be accepted as they are.
+_HARMLESS: dict[str, tuple[Any, ...]] = {
+    "logit_bias": ({},),
+    "service_tier": ("auto", "default"),
+    "store": (False,),
+    "parallel_tool_calls": (True, False),
+    "tool_choice": ("none",),
+    "tools": ([],),
+    "functions": ([],),
+    "response_format": ({"type": "text"},),
+    "modalities": (["text"],),
+    "echo": (False,),
+    "best_of": (1,),
+}
+
+
+def unsupported_fields(request: _Sampling) -> list[str]:
+    """Names of fields given with a value this server cannot honour yet."""
+    names = []
+    for name in request.model_fields_set:
+        info = type(request).model_fields[name]
+        value = getattr(request, name)
+        if info.annotation in (Any, "Any") and value is not None and value not in _HARMLESS.get(name, ()):
+            names.append(name)
+    return sorted(names)
