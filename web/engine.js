@@ -60,8 +60,9 @@ export class Engine extends EventTarget {
   }
 
   async #start() {
+    await null; // events fire after the constructor returns, so whoever made the engine hears them all
     const { model, endpoint, mode = "auto" } = this.options;
-    if (mode === "remote" || (!model && endpoint)) return this.#remote("requested");
+    if (mode === "remote" || (!model && endpoint)) return this.#remote("remote mode");
     const probe = await probeWebGPU();
     if (probe.kind === "none") {
       if (endpoint && mode === "auto") return this.#remote(probe.reason);

@@ -53,7 +53,7 @@ button.stop { background: var(--llm-chat-stop-bg, #6b6b76); }
 let instances = 0;
 
 export class LLMChatElement extends HTMLElement {
-  static observedAttributes = ["model", "endpoint", "mode"];
+  static observedAttributes = ["model", "endpoint", "mode", "integrity", "context-size", "pyodide-url"];
 
   constructor() {
     super();
@@ -95,13 +95,14 @@ export class LLMChatElement extends HTMLElement {
   }
 
   attributeChangedCallback(name, old, value) {
-    if (this.engine && old !== value) { // a different model or server: start over
+    if (old === value || !this.isConnected) return;
+    if (this.engine) { // a different model or server: start over
       this.engine.terminate();
       this.engine = null;
       this.history = [];
       this.$(".log").replaceChildren();
-      if (this.isConnected) this.#start();
     }
+    this.#start();
   }
 
   #number(name, fallback) {

@@ -73,7 +73,8 @@ async function load({ model, integrity, context = 2048, pyodideURL, distURL }) {
   post({ type: "status", text: "Loading the model onto the GPU" });
   const loaded = JSON.parse(await runtime.load.callPromising(store, plan.context));
   post({ type: "ready", info: { ...plan, ...loaded, software, fromCache: store.fromCache,
-    requests: store.requests, resumes: store.resumes, load_ms: performance.now() - t0 } });
+    requests: store.requests, resumes: store.resumes, sha256: store.meta?.sha256 ?? null,
+    load_ms: performance.now() - t0 } });
 }
 
 async function bootPython(pyodideURL, distURL) {

@@ -1,0 +1,307 @@
+"""The browser runtime end to end in headless Chromium (WebGPU on SwiftShader): the <llm-chat> element, the JS API,
+the offline PWA, and the model store's download behaviour.
+
+SwiftShader runs a 135M model at about a token per second here, so every generation is a few tokens long and the
+tests share one browser profile (the model is downloaded once, into its OPFS) where they can. Screenshots of each
+state land in $LLMCHAT_SCREENSHOTS (default: the test's temporary folder).
+
+Chromium is Debian's /usr/bin/chromium driven by Playwright (tools/system-deps.sh installs it; Playwright's own
+browser download is never used).
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from browser_server import TestServer
+
+ROOT = Path(__file__).resolve().parent.parent
+WEB = ROOT / "web"
+GOLDEN = json.loads((Path(__file__).parent / "data" / "smollm2-135m-instruct-q4_1.json").read_text())
+CHROMIUM = "/usr/bin/chromium"
+FLAGS = ["--no-sandbox", "--enable-unsafe-webgpu", "--disable-background-networking", "--disable-component-update",
+         "--disable-sync", "--disable-quic", "--no-first-run"]
+MODEL = "/models/SmolLM2-135M-Instruct.Q4_1.gguf"
+SYSTEM = "Be brief."
+QUESTION = "Capital of France?"
+TIMEOUT = 120_000  # ms; a cold load is ~10 s and a short reply ~15 s on SwiftShader with 2 cores
+
+# Events of the element (they bubble out of its shadow root), kept per page for the tests to read.
+RECORDER = """
+window.__events = [];
+for (const type of ["llm-progress", "llm-ready", "llm-token", "llm-done", "llm-error"]) {
+  document.addEventListener(type, (event) => window.__events.push([type, event.detail]));
+}
+"""
+
+
+def _missing() -> str | None:
+    if not Path(CHROMIUM).exists():
+        return f"{CHROMIUM} is missing (tools/system-deps.sh installs Debian's chromium)"
+    if not (WEB / "dist" / "pyodide" / "pyodide-lock.json").exists():
+        return "web/dist is not built (make web)"
+    try:
+        import playwright  # noqa: F401
+    except ImportError:
+        return "playwright is not installed (pip install -e '.[test]')"
+    return None
+
+
+@pytest.fixture(scope="module")
+def browser_env():
+    problem = _missing()
+    if problem:
+        if os.environ.get("LLMCHAT_REQUIRE_WEB") == "1":
+            pytest.fail(problem)
+        pytest.skip(problem)
+    from playwright.sync_api import sync_playwright
+    with sync_playwright() as playwright:
+        yield playwright
+
+
+@pytest.fixture(scope="module")
+def server(smollm2_path: Path):
+    with TestServer(WEB, smollm2_path.parent) as srv:
+        yield srv
+
+
+@pytest.fixture(scope="module")
+def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = Path(os.environ.get("LLMCHAT_SCREENSHOTS") or tmp_path_factory.mktemp("screenshots"))
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def _launch(browser_env, profile: Path, *, webgpu: bool = True):
+    context = browser_env.chromium.launch_persistent_context(
+        str(profile), executable_path=CHROMIUM, headless=True, args=FLAGS, viewport={"width": 900, "height": 640})
+    context.add_init_script(RECORDER)
+    if not webgpu:  # a browser without WebGPU, as most browsers on Linux still are
+        context.add_init_script("delete Navigator.prototype.gpu;")
+    context.set_default_timeout(TIMEOUT)
+    return context
+
+
+@pytest.fixture(scope="module")
+def shared(browser_env, tmp_path_factory):
+    """One profile for the tests that reuse the downloaded model (first test downloads it into OPFS)."""
+    context = _launch(browser_env, tmp_path_factory.mktemp("profile"))
+    page = context.new_page()
+    page.console_messages = []
+    page.on("console", lambda m: page.console_messages.append(f"{m.type}: {m.text}"))
+    yield context, page
+    context.close()
+
+
+@pytest.fixture(scope="module")
+def native(smollm2_path):
+    """Greedy token ids of the native engine (wgpu-native) for the prompts the browser tests use."""
+    from llmchat.api import LLM
+    llm = LLM(str(smollm2_path), context=256)
+    messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": QUESTION}]
+    chat = [e.token for e in llm.generate(messages, max_tokens=3) if e.token is not None]
+    prompt = GOLDEN["prompts"][0]["text"]
+    raw = [e.token for e in llm.generate(prompt, max_tokens=3, ignore_eos=True) if e.token is not None]
+    llm.device.close()
+    return {"chat": chat, "raw": raw}
+
+
+def events(page, type_: str) -> list[dict]:
+    return [detail for kind, detail in page.evaluate("window.__events") if kind == type_]
+
+
+def wait_event(page, type_: str, *, after: int = 0, timeout: int = TIMEOUT) -> dict:
+    """The first `type_` event after the first `after` of its kind; an llm-error fails the wait at once."""
+    page.wait_for_function(
+        """([type, after]) => window.__events.filter(e => e[0] === type).length > after ||
+                             window.__events.some(e => e[0] === "llm-error")""", arg=[type_, after], timeout=timeout)
+    errors = events(page, "llm-error")
+    assert not errors, errors
+    return events(page, type_)[after]
+
+
+def ask(page, text: str, max_tokens: int) -> list[dict]:
+    """Type a message into the element and press Send; returns the llm-token events of the reply and its done."""
+    done_before = len(events(page, "llm-done"))
+    tokens_before = len(events(page, "llm-token"))
+    page.eval_on_selector("llm-chat", f"el => el.setAttribute('max-tokens', '{max_tokens}')")
+    page.locator("llm-chat textarea").fill(text)
+    page.locator("llm-chat button.send").click()
+    done = wait_event(page, "llm-done", after=done_before)
+    return events(page, "llm-token")[tokens_before:], done
+
+
+def test_element_downloads_loads_and_answers_like_the_native_engine(shared, server, native, shots):
+    context, page = shared
+    page.goto(f"{server.url}/index.html?model={MODEL}")
+    page.eval_on_selector("llm-chat", f"el => el.setAttribute('system-prompt', {SYSTEM!r})")
+    ready = wait_event(page, "llm-ready")
+    page.screenshot(path=shots / "ready.png")
+    assert ready["software"] and not ready["fromCache"]
+    assert "slow" in page.locator("llm-chat .warning").inner_text()  # SwiftShader is named as slow
+    progress = events(page, "llm-progress")
+    for phase in ("download", "load"):
+        last = [p for p in progress if p["phase"] == phase][-1]
+        assert last["loaded"] == last["total"] > 0 and last["fraction"] == 1, last
+    downloads = [p["loaded"] for p in progress if p["phase"] == "download"]
+    assert downloads == sorted(downloads) and len(downloads) > 2  # it really streamed, in order
+
+    tokens, done = ask(page, QUESTION, max_tokens=3)
+    page.screenshot(path=shots / "reply.png")
+    assert [t["token"] for t in tokens] == native["chat"]
+    assert done["finish_reason"] == "length"
+    reply = page.locator("llm-chat .message.assistant").last.inner_text()
+    assert done["text"] and done["text"] in reply
+
+    # The second turn reuses the first one's KV cache: only the new tokens are computed.
+    _, second = ask(page, "And of Italy?", max_tokens=2)
+    assert second["usage"]["cached_tokens"] >= second["usage"]["prompt_tokens"] // 2, second["usage"]
+
+
+def test_stop_button_ends_a_reply(shared, server, shots):
+    context, page = shared
+    done_before = len(events(page, "llm-done"))
+    tokens_before = len(events(page, "llm-token"))
+    page.eval_on_selector("llm-chat", "el => el.setAttribute('max-tokens', '200')")
+    page.locator("llm-chat textarea").fill("Tell me a long story.")
+    page.locator("llm-chat button.send").click()
+    page.wait_for_function("n => window.__events.filter(e => e[0] === 'llm-token').length > n", arg=tokens_before)
+    page.screenshot(path=shots / "streaming.png")
+    page.locator("llm-chat button.stop").click()
+    done = wait_event(page, "llm-done", after=done_before)
+    assert done["finish_reason"] == "stop"
+    assert len(events(page, "llm-token")) - tokens_before < 20
+    assert page.locator("llm-chat button.stop").is_hidden()
+    assert page.locator("llm-chat textarea").is_enabled()
+
+
+def test_js_api_streams_openai_shaped_chunks(shared, server, native):
+    context, page = shared
+    server.pages["/api.html"] = """<!doctype html><script type="module">
+      import { createEngine } from "/llm-chat.js";
+      const engine = await createEngine({ model: "%s" });
+      const raw = [];
+      for await (const chunk of await engine.completions.create(
+          { prompt: %s, max_tokens: 3, stream: true, ignore_eos: true })) raw.push(chunk);
+      const chat = [];
+      const stream = await engine.chat.completions.create({ stream: true, max_tokens: 2,
+        messages: [{ role: "system", content: %s }, { role: "user", content: %s }] });
+      for await (const chunk of stream) chat.push(chunk);
+      const whole = await engine.chat.completions.create({ max_tokens: 2,
+        messages: [{ role: "system", content: %s }, { role: "user", content: %s }] });
+      window.result = { raw, chat, whole, info: engine.info };
+    </script>""" % (MODEL, json.dumps(GOLDEN["prompts"][0]["text"]), json.dumps(SYSTEM), json.dumps(QUESTION),
+                    json.dumps(SYSTEM), json.dumps(QUESTION))
+    page.goto(f"{server.url}/api.html")
+    page.wait_for_function("window.result")
+    result = page.evaluate("window.result")
+    assert result["info"]["fromCache"]
+    raw = result["raw"]
+    ids = [c["llmchat"]["token"] for c in raw if "token" in c.get("llmchat", {})]
+    assert ids == native["raw"] == GOLDEN["prompts"][0]["greedy_ids"][:3]
+    assert all(c["object"] == "text_completion" for c in raw)
+    assert raw[-1]["choices"][0]["finish_reason"] == "length" and raw[-1]["usage"]["completion_tokens"] == 3
+    chat = result["chat"]
+    assert chat[0]["object"] == "chat.completion.chunk" and chat[0]["choices"][0]["delta"]["role"] == "assistant"
+    assert all(c["choices"][0]["finish_reason"] is None for c in chat[:-1])
+    assert chat[-1]["choices"][0]["finish_reason"] == "length"
+    text = "".join(c["choices"][0]["delta"].get("content", "") for c in chat)
+    assert text and result["whole"]["choices"][0]["message"] == {"role": "assistant", "content": text}
+
+
+def test_offline_reload_loads_from_cache_and_answers(shared, server, shots):
+    context, page = shared
+    page.goto(f"{server.url}/index.html?model={MODEL}")
+    page.evaluate("navigator.serviceWorker.ready.then(() => true)")  # shell, Pyodide and wheels are cached
+    wait_event(page, "llm-ready")
+    context.set_offline(True)
+    server.log.clear()
+    try:
+        page.reload()
+        ready = wait_event(page, "llm-ready")
+        assert ready["fromCache"] and ready["requests"] == 0
+        tokens, done = ask(page, "Hi", max_tokens=2)
+        page.screenshot(path=shots / "offline.png")
+        assert len(tokens) >= 1 and done["finish_reason"] in ("length", "stop")
+    finally:
+        context.set_offline(False)
+    # Only the browser's own update check of the service worker script went out (Chromium does not hold it back
+    # under offline emulation); the page, its worker, Pyodide, the wheels and the model all came from the caches.
+    assert [path for path, _ in server.log.requests if path != "/sw.js"] == [], server.log.requests
+
+
+def test_without_webgpu_the_user_is_told_and_nothing_downloads(browser_env, server, tmp_path, shots):
+    context = _launch(browser_env, tmp_path / "profile", webgpu=False)
+    try:
+        page = context.new_page()
+        server.log.clear()
+        page.goto(f"{server.url}/index.html?model={MODEL}")
+        page.wait_for_function("window.__events.some(e => e[0] === 'llm-error')")
+        error = events(page, "llm-error")[0]
+        assert error["code"] == "no-webgpu"
+        status = page.locator("llm-chat .status").inner_text()
+        assert "WebGPU" in status and "cannot run" in status
+        assert page.locator("llm-chat textarea").is_disabled()
+        page.screenshot(path=shots / "no-webgpu.png")
+        assert server.log.model_requests() == []
+    finally:
+        context.close()
+
+
+def test_interrupted_download_resumes_and_is_verified(browser_env, server, smollm2_path, tmp_path):
+    from llmchat.catalogue import CATALOGUE
+    entry = CATALOGUE["smollm2"]
+    context = _launch(browser_env, tmp_path / "profile")
+    try:
+        page = context.new_page()
+        server.faults.drop_model_at = 40 << 20  # the server closes the connection 40 MiB into the file
+        server.log.clear()
+        page.goto(f"{server.url}/index.html?model={MODEL}&integrity=sha256:{entry.sha256}")
+        ready = wait_event(page, "llm-ready")
+        assert server.faults.drop_model_at is None  # the fault fired
+        assert ready["resumes"] >= 1
+        starts = [int(r.split("=")[1].split("-")[0]) for _, r in server.log.model_requests() if r]
+        assert any(39 << 20 <= s <= 40 << 20 for s in starts), starts  # resumed where it broke, not from 0
+        # The bytes on disk are the file's: the store checked the sha256 the page gave before calling it ready.
+        assert ready["sha256"] == entry.sha256
+    finally:
+        context.close()
+
+
+def test_a_wrong_integrity_discards_the_download(browser_env, server, tmp_path):
+    context = _launch(browser_env, tmp_path / "profile")
+    try:
+        page = context.new_page()
+        page.goto(f"{server.url}/index.html?model={MODEL}&integrity=sha256:{'0' * 64}")
+        page.wait_for_function("window.__events.some(e => e[0] === 'llm-error')")
+        error = events(page, "llm-error")[-1]
+        assert error["code"] == "integrity" and "discarded" in error["message"]
+        assert not events(page, "llm-ready")
+    finally:
+        context.close()
+
+
+def test_markup_in_replies_and_messages_stays_text(browser_env, server, tmp_path, shots):
+    payload = '<img src=x onerror="window.pwned=1"><script>window.pwned=2</script><b>bold</b>'
+    server.remote_reply = payload
+    context = _launch(browser_env, tmp_path / "profile")
+    try:
+        page = context.new_page()
+        server.pages["/remote.html"] = f"""<!doctype html><script type="module" src="/llm-chat.js"></script>
+            <llm-chat mode="remote" endpoint="{server.url}/v1"></llm-chat>"""
+        page.goto(f"{server.url}/remote.html")
+        wait_event(page, "llm-ready")
+        _, done = ask(page, '<img src=y onerror="window.pwned=3">hello', max_tokens=8)
+        page.screenshot(path=shots / "inert-markup.png")
+        assert done["text"] == payload
+        assert page.evaluate("window.pwned") is None
+        log = page.locator("llm-chat .log")
+        assert log.locator("img, script, b").count() == 0
+        assert payload in log.inner_text()
+    finally:
+        server.remote_reply = "Hello from the server."
+        context.close()
+
