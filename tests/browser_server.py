@@ -47,7 +47,7 @@ class Log:
             self.requests.clear()
 
 
-class TestServer:
+class WebServer:
     def __init__(self, web: Path, models: Path, remote_reply: str = "Hello from the server."):
         self.web, self.models = web.resolve(), models.resolve()
         self.faults = Faults()
@@ -59,7 +59,7 @@ class TestServer:
         self.url = f"http://127.0.0.1:{self.httpd.server_port}"
         self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 
-    def __enter__(self) -> TestServer:
+    def __enter__(self) -> WebServer:
         self._thread.start()
         return self
 

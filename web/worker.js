@@ -44,8 +44,7 @@ async function load({ model, integrity, context = 2048, pyodideURL, distURL }) {
   const t0 = performance.now();
   post({ type: "status", text: "Checking WebGPU" });
   bridge = await requestGPU();
-  bridge.onlost = (reason) => post({ type: "error", code: "device-lost",
-    message: `The GPU stopped working (device lost: ${reason}). Reload the page to start again.` });
+  bridge.onlost = (reason) => post({ type: "error", code: "device-lost", message: lostMessage(reason) });
   self.llmchatGPU = bridge;
   const adapter = bridge.describe();
   const software = adapter.isFallbackAdapter || /swiftshader|llvmpipe|lavapipe|warp/i.test(
@@ -120,6 +119,13 @@ function report(error, id) {
     code = { ModelTooLargeError: "too-large", UnsupportedModelError: "unsupported", DeviceLostError: "device-lost",
       ContextOverflowError: "context-overflow", InvalidRequestError: "invalid-request" }[error.type] || "python";
   }
-  if (bridge?.lostReason) code = "device-lost";
+  if (bridge?.lostReason) {
+    code = "device-lost";
+    message = lostMessage(bridge.lostReason);
+  }
   post({ type: "error", id, code, message });
+}
+
+function lostMessage(reason) {
+  return `The GPU stopped working (device lost: ${reason}). Reload the page to start again.`;
 }

@@ -1,0 +1,42 @@
+"""The browser worker's judgement of a model before any weights are downloaded (llmchat.web.runtime.plan)."""
+from __future__ import annotations
+
+import pytest
+
+from llmchat.errors import ModelTooLargeError
+from llmchat.gguf import open_gguf
+from llmchat.gpu.device import AdapterInfo
+from llmchat.web.runtime import plan
+
+PHONE = AdapterInfo(name="phone", backend="browser/webgpu", max_binding_size=128 << 20, max_buffer_size=256 << 20)
+
+
+@pytest.fixture(scope="module")
+def model(smollm2_path):
+    with open_gguf(smollm2_path) as gguf:
+        yield gguf
+
+
+def test_smollm2_fits_a_phone_class_adapter(model):
+    need = plan(model, PHONE, context=2048, gpu_budget=2 << 30)
+    assert need["weights"] == sum(t.nbytes for t in model.tensors.values())
+    # 30 layers x (K + V) x 2048 positions x 3 KV heads x 64 dims x 4 bytes
+    assert need["kv_cache"] == 30 * 2 * 2048 * 3 * 64 * 4
+    assert need["total"] == need["weights"] + need["kv_cache"] + need["activations"]
+    assert need["context"] == 2048 and need["layers"] == 30
+
+
+def test_context_is_capped_at_what_the_model_was_trained_for(model):
+    trained = model.metadata["llama.context_length"]
+    assert plan(model, PHONE, context=10 ** 9)["context"] == trained
+
+
+def test_too_little_gpu_memory_is_refused_with_the_numbers(model):
+    with pytest.raises(ModelTooLargeError, match=r"GiB of GPU memory.*weights"):
+        plan(model, PHONE, context=2048, gpu_budget=64 << 20)
+
+
+def test_a_kv_cache_layer_beyond_the_binding_limit_is_refused(model):
+    tiny = AdapterInfo(name="tiny", backend="browser/webgpu", max_binding_size=1 << 20)
+    with pytest.raises(ModelTooLargeError, match="context-size"):
+        plan(model, tiny, context=2048)

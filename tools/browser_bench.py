@@ -1,0 +1,63 @@
+"""Benchmark the browser runtime: drive web/bench.html in headless Chromium and print its result as one JSON line.
+
+    python tools/browser_bench.py [--model smollm2] [--n 16] [--reps 2] [--prompt TEXT]
+
+Measures cold load (download into OPFS, judge, upload), warm load (a new worker, model from OPFS), time to first
+token, prefill and decode tokens/s and host milliseconds per token, on whatever WebGPU adapter Chromium offers
+(SwiftShader, a CPU emulation, on machines without a GPU). The page is served by the same small server the
+browser tests use: web/ at `/`, the model at `/models/` with HTTP Range. Needs `make web` first.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import urllib.parse
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+
+from browser_server import WebServer  # noqa: E402
+
+from llmchat.catalogue import resolve  # noqa: E402
+
+FLAGS = ["--no-sandbox", "--enable-unsafe-webgpu", "--disable-background-networking", "--disable-component-update",
+         "--disable-sync", "--disable-quic", "--no-first-run"]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="smollm2", help="catalogue name or path of a GGUF file")
+    parser.add_argument("--n", type=int, default=16, help="tokens to generate (greedy, EOS ignored)")
+    parser.add_argument("--reps", type=int, default=2, help="completions after the loads; the best is reported")
+    parser.add_argument("--prompt", help="prompt text (default: the one of shared/bench/peers.py)")
+    parser.add_argument("--timeout", type=float, default=900, help="seconds")
+    parser.add_argument("--chromium", default="/usr/bin/chromium")
+    args = parser.parse_args()
+    if not (ROOT / "web" / "dist" / "pyodide" / "pyodide-lock.json").exists():
+        sys.exit("browser_bench: web/dist is not built; run `make web` first")
+    model = Path(resolve(args.model))
+    from playwright.sync_api import sync_playwright
+    query = {"model": f"/models/{model.name}", "n": args.n, "reps": args.reps}
+    if args.prompt:
+        query["prompt"] = args.prompt
+    with WebServer(ROOT / "web", model.parent) as server, sync_playwright() as pw, \
+            tempfile.TemporaryDirectory() as profile:
+        context = pw.chromium.launch_persistent_context(profile, executable_path=args.chromium, headless=True,
+                                                        args=FLAGS)
+        try:
+            page = context.new_page()
+            page.goto(f"{server.url}/bench.html?{urllib.parse.urlencode(query)}")
+            page.wait_for_function("window.benchResult", timeout=args.timeout * 1000)
+            result = page.evaluate("window.benchResult")
+        finally:
+            context.close()
+    print(json.dumps(result))
+    if "error" in result:
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
