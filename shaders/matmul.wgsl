@@ -1,11 +1,19 @@
 // y[t, y_offset + r] = sum_k W[r, k] * x[t, k] for every output r < n and token t < step.n_tokens.
-// W is a GGUF weight (rows of quant blocks, exactly as stored); one invocation computes one output for a tile of
-// TT tokens, so each block is decoded once and used TT times (TT = 1 for decode, larger for prefill).
+// W is a GGUF weight (rows of quant blocks, exactly as stored). One invocation computes a tile of R outputs for TT
+// tokens: each 32-element block of x is read once for R rows and each block of W decoded once for TT tokens.
+// Tiles are chosen per adapter (llmchat/gpu/variants.py): R = 1 on GPUs, where many invocations hide memory
+// latency; R = 8 for decode on CPU emulators, where every storage load is a scalar loop over the SIMD lanes and
+// reusing x across rows is what pays. TT = 1 for decode, 4 or 8 for prefill.
 // MODE 0 stores, MODE 1 adds into y (the residual stream), MODE 2 is the gated unit: W holds the gate rows, then
 // at `glu_rows` the up rows, and y = silu(gate . x) * (up . x).
-// NORM folds the RMSNorm that precedes a projection into it: W . (x / rms(x) * g) = (W . (x * g)) / rms(x). Every
-// invocation reads the whole row of x for its dot product anyway, so summing x^2 on the way costs one FMA per
-// element and saves a dispatch (and a round trip of the normed row through memory).
+// NORM folds the RMSNorm that precedes a projection into it: W . (x / rms(x) * g) = (W . (x * g)) / rms(x). The
+// sum of squares is accumulated from the blocks of x as they are loaded, so the fold costs one FMA per element.
+// XLOAD chooses how blocks of x are loaded (matmul_x_plain.wgsl, matmul_x_shared.wgsl).
+//
+// The loops over the tile's rows and tokens are unrolled by hand (R and TT are constants, and `if (R > 4u)` on a
+// constant costs nothing): lavapipe's compiler leaves such loops rolled, and private arrays indexed by a loop
+// counter then live in memory. Unrolled, the decode matvec ran 1.5x faster there.
+//!include matmul_x_{{XLOAD}}.wgsl
 //!include {{QUANT}}.wgsl
 
 struct Params {
@@ -32,35 +40,134 @@ struct Step {
 @group(0) @binding(5) var<storage, read> bias: array<f32>;
 @group(0) @binding(6) var<storage, read> norm: array<vec4<f32>>;  // NORM: the RMSNorm weight g, k elements
 
-const TT: u32 = {{TT}}u;
+const R: u32 = {{R}}u;    // rows per invocation: 1, 2, 4 or 8
+const TT: u32 = {{TT}}u;  // tokens per invocation: 1, 4 or 8
 const MODE: u32 = {{MODE}}u;
 const HAS_BIAS: bool = {{BIAS}};
 const NORM: bool = {{NORM}};
+const HALVES: u32 = 1u + MODE / 2u;  // MODE 2 accumulates the gate and the up half
 
-var<private> wv: array<vec4<f32>, 8>;
+var<private> wv: array<vec4<f32>, 8>;       // the decoded block of one row (written by dequant_sub)
+var<private> xv: array<vec4<f32>, 8 * TT>;  // the current block of x for each token of the tile (times g: NORM)
+var<private> gv: array<vec4<f32>, 8>;       // NORM: the current block of g
+var<private> acc: array<f32, HALVES * R * TT>;  // [half][row][token]
+var<private> ss: array<f32, TT>;            // NORM: sum of x^2 per token
 
-fn dot32(t: u32, k0: u32) -> f32 {
-    let base = (t * p.x_stride + k0) >> 2u;
-    var s = vec4<f32>(0.0);
-    for (var j = 0u; j < 8u; j++) {
-        if (NORM) {
-            s += wv[j] * x[base + j] * norm[(k0 >> 2u) + j];
-        } else {
-            s += wv[j] * x[base + j];
-        }
+// Context of the current invocation, set once in main.
+var<private> r0: u32;
+var<private> t0: u32;
+var<private> lane_id: u32;
+
+// Loads the block of x at element k0 for tile token t (clamped to the step's tokens).
+fn load_token(t: u32, k0: u32) {
+    let token = min(t0 + t, step.n_tokens - 1u);
+    load_x(t, (token * p.x_stride + k0) >> 2u, lane_id);
+    if (NORM) {
+        let o = 8u * t;
+        let s = xv[o] * xv[o] + xv[o + 1u] * xv[o + 1u] + xv[o + 2u] * xv[o + 2u] + xv[o + 3u] * xv[o + 3u]
+              + xv[o + 4u] * xv[o + 4u] + xv[o + 5u] * xv[o + 5u] + xv[o + 6u] * xv[o + 6u] + xv[o + 7u] * xv[o + 7u];
+        ss[t] += s.x + s.y + s.z + s.w;
+        xv[o] *= gv[0];
+        xv[o + 1u] *= gv[1];
+        xv[o + 2u] *= gv[2];
+        xv[o + 3u] *= gv[3];
+        xv[o + 4u] *= gv[4];
+        xv[o + 5u] *= gv[5];
+        xv[o + 6u] *= gv[6];
+        xv[o + 7u] *= gv[7];
     }
+}
+
+fn load_tokens(k0: u32) {
+    load_token(0u, k0);
+    if (TT > 1u) {
+        load_token(1u, k0);
+        load_token(2u, k0);
+        load_token(3u, k0);
+    }
+    if (TT > 4u) {
+        load_token(4u, k0);
+        load_token(5u, k0);
+        load_token(6u, k0);
+        load_token(7u, k0);
+    }
+}
+
+// The decoded block (wv) times token t's block of x.
+fn dot32(t: u32) -> f32 {
+    let o = 8u * t;
+    let s = wv[0] * xv[o] + wv[1] * xv[o + 1u] + wv[2] * xv[o + 2u] + wv[3] * xv[o + 3u]
+          + wv[4] * xv[o + 4u] + wv[5] * xv[o + 5u] + wv[6] * xv[o + 6u] + wv[7] * xv[o + 7u];
     return s.x + s.y + s.z + s.w;
 }
 
-// 1 / rms of token t's row of x (NORM), summed in the same order by every invocation so all agree exactly.
-fn inv_rms(t: u32) -> f32 {
-    let base = (t * p.x_stride) >> 2u;
-    var s = vec4<f32>(0.0);
-    for (var j = 0u; j < p.k / 4u; j++) {
-        let v = x[base + j];
-        s += v * v;
+// Accumulates the decoded block into accumulator row a (= half * R + tile row) for every token of the tile.
+fn accumulate(a: u32) {
+    let o = a * TT;
+    acc[o] += dot32(0u);
+    if (TT > 1u) {
+        acc[o + 1u] += dot32(1u);
+        acc[o + 2u] += dot32(2u);
+        acc[o + 3u] += dot32(3u);
     }
-    return inverseSqrt((s.x + s.y + s.z + s.w) / f32(p.k) + p.eps);
+    if (TT > 4u) {
+        acc[o + 4u] += dot32(4u);
+        acc[o + 5u] += dot32(5u);
+        acc[o + 6u] += dot32(6u);
+        acc[o + 7u] += dot32(7u);
+    }
+}
+
+// Block i of tile row r (rows past the end read the last row; their results are dropped at the store).
+fn row_block(r: u32, i: u32) {
+    let subs = BLOCK_ELEMS / 32u;
+    let row = min(r0 + r, p.n - 1u);
+    let block = (i / subs) * BLOCK_BYTES;
+    dequant_sub(row * p.row_bytes + block, i % subs);
+    accumulate(r);
+    if (MODE == 2u) {
+        dequant_sub((row + p.glu_rows) * p.row_bytes + block, i % subs);
+        accumulate(R + r);
+    }
+}
+
+fn store(r: u32, t: u32) {
+    let row = r0 + r;
+    if (row >= p.n || t0 + t >= step.n_tokens) {
+        return;
+    }
+    var r_inv = 1.0;
+    if (NORM) {
+        r_inv = inverseSqrt(ss[t] / f32(p.k) + p.eps);
+    }
+    var b = 0.0;
+    if (HAS_BIAS) {
+        b = bias[p.bias_offset + row];
+    }
+    let o = (t0 + t) * p.y_stride + p.y_offset + row;
+    let v = acc[r * TT + t] * r_inv;
+    if (MODE == 0u) {
+        y[o] = v + b;
+    } else if (MODE == 1u) {
+        y[o] += v + b;
+    } else {
+        y[o] = silu(v) * acc[(R + r) * TT + t] * r_inv;
+    }
+}
+
+fn store_row(r: u32) {
+    store(r, 0u);
+    if (TT > 1u) {
+        store(r, 1u);
+        store(r, 2u);
+        store(r, 3u);
+    }
+    if (TT > 4u) {
+        store(r, 4u);
+        store(r, 5u);
+        store(r, 6u);
+        store(r, 7u);
+    }
 }
 
 fn silu(v: f32) -> f32 {
@@ -68,46 +175,45 @@ fn silu(v: f32) -> f32 {
 }
 
 @compute @workgroup_size({{WG}})
-fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
-    let r = gid.x;
-    let t0 = gid.y * TT;
-    if (r >= p.n || t0 >= step.n_tokens) {
-        return;
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, lane: Lane) {
+    r0 = gid.x * R;
+    t0 = gid.y * TT;
+    lane_id = lane.id;
+    if (t0 >= step.n_tokens) {
+        return;  // the same for the whole workgroup, so no subgroup loses lanes
     }
-    let tn = min(TT, step.n_tokens - t0);
-    var acc: array<f32, TT>;
-    var acc_up: array<f32, TT>;
-    let subs = BLOCK_ELEMS / 32u;
     for (var i = 0u; i < p.k / 32u; i++) {
-        let block = (i / subs) * BLOCK_BYTES;
-        dequant_sub(r * p.row_bytes + block, i % subs);
-        for (var t = 0u; t < tn; t++) {
-            acc[t] += dot32(t0 + t, i * 32u);
-        }
-        if (MODE == 2u) {
-            dequant_sub((r + p.glu_rows) * p.row_bytes + block, i % subs);
-            for (var t = 0u; t < tn; t++) {
-                acc_up[t] += dot32(t0 + t, i * 32u);
-            }
-        }
-    }
-    var b = 0.0;
-    if (HAS_BIAS) {
-        b = bias[p.bias_offset + r];
-    }
-    for (var t = 0u; t < tn; t++) {
         if (NORM) {
-            let r_inv = inv_rms(t0 + t);
-            acc[t] *= r_inv;
-            acc_up[t] *= r_inv;
+            load_g(i * 8u, lane_id);
         }
-        let o = (t0 + t) * p.y_stride + p.y_offset + r;
-        if (MODE == 0u) {
-            y[o] = acc[t] + b;
-        } else if (MODE == 1u) {
-            y[o] += acc[t] + b;
-        } else {
-            y[o] = silu(acc[t]) * acc_up[t];
+        load_tokens(i * 32u);
+        row_block(0u, i);
+        if (R > 1u) {
+            row_block(1u, i);
         }
+        if (R > 2u) {
+            row_block(2u, i);
+            row_block(3u, i);
+        }
+        if (R > 4u) {
+            row_block(4u, i);
+            row_block(5u, i);
+            row_block(6u, i);
+            row_block(7u, i);
+        }
+    }
+    store_row(0u);
+    if (R > 1u) {
+        store_row(1u);
+    }
+    if (R > 2u) {
+        store_row(2u);
+        store_row(3u);
+    }
+    if (R > 4u) {
+        store_row(4u);
+        store_row(5u);
+        store_row(6u);
+        store_row(7u);
     }
 }

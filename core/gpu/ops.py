@@ -10,40 +10,42 @@ import weakref
 from dataclasses import dataclass
 
 from ..ggml_types import GGMLType
+from . import variants
 from .device import Buffer
 from .kvlayout import BLOCK_TOKENS
 from .recorder import Act, Recorder, cdiv
 from .tensors import Weight
 
-WG = 64  # invocations per workgroup for the row-parallel kernels
 STORE, ADD, GLU = 0, 1, 2  # matmul modes: y = Wx, y += Wx, y = silu(W_gate x) * (W_up x)
 
 
 def token_tile(rows: int) -> int:
-    """Tokens each matmul invocation handles: 1 for decode, a register tile for prefill."""
-    return 1 if rows == 1 else 4 if rows <= 8 else 8
+    """Tokens each matmul invocation handles on GPUs: 1 for decode, a register tile for prefill."""
+    return variants.Variants(software=False, shared_loads=False).matmul(rows).tokens
 
 
 def matmul(rec: Recorder, w: Weight, x: Act, y: Act, *, y_offset: int = 0, mode: int = 0, bias=None,
-           bias_offset: int = 0, norm=None, eps: float = 0.0, rows_from=None) -> None:
+           bias_offset: int = 0, norm=None, eps: float = 0.0, rows_from=None,
+           tile: variants.MatmulTile | None = None) -> None:
     """y[:, y_offset:y_offset+n] (=, +=) x @ W^T; mode GLU computes silu(x @ Wg^T) * (x @ Wu^T) over stacked [Wg; Wu].
 
     With `norm` (an f32 vector buffer) x is RMS-normalised first: rmsnorm(x, norm, eps) @ W^T, in the same dispatch.
     The number of rows of x to compute is the first u32 of `rows_from` (default: the step's token count).
+    `tile` overrides the adapter's choice of kernel variant (variants.py); tests use it to cover every variant.
     """
     assert x.cols == w.k, (w.name, x.cols, w.k)
     if mode == GLU and (len(w.parts) > 1 or bias is not None):
         raise ValueError(f"'{w.name}': a gated matmul takes one stacked [gate; up] weight in one binding, no bias")
     glu_rows = w.rows // 2 if mode == GLU else 0
-    tt = token_tile(x.rows)
-    kernel = rec.kernels.get("matmul.wgsl", QUANT=w.shader, TT=tt, MODE=mode, BIAS=_wgsl_bool(bias is not None),
-                             NORM=_wgsl_bool(norm is not None), WG=WG)
+    t = tile or variants.variants(rec.device).matmul(x.rows)
+    kernel = rec.kernels.get("matmul.wgsl", QUANT=w.shader, R=t.rows, TT=t.tokens, WG=t.wg, XLOAD=t.xload,
+                             MODE=mode, BIAS=_wgsl_bool(bias is not None), NORM=_wgsl_bool(norm is not None))
     for part in w.parts:
         n_out = glu_rows if mode == GLU else part.rows
         params = rec.params(w.name, "8If", w.k, n_out, w.row_bytes, x.cols, y.cols, y_offset + part.row_start,
                             glu_rows, bias_offset + part.row_start, eps)
         rec.add(kernel, (params, rows_from or rec.step, part.buffer, x.buffer, y.buffer, bias or rec.empty(),
-                         norm or rec.empty()), (cdiv(n_out, WG), cdiv(x.rows, tt), 1))
+                         norm or rec.empty()), (cdiv(n_out, t.wg * t.rows), cdiv(x.rows, t.tokens), 1))
 
 
 def _wgsl_bool(v: bool) -> str:

@@ -18,6 +18,7 @@ from ..gpu import ops
 from ..gpu.device import Buffer, Device
 from ..gpu.recorder import Act, Recorder
 from ..gpu.tensors import Piece, Weight, upload_weight
+from ..gpu.variants import variants
 
 
 @dataclass
@@ -106,13 +107,10 @@ class Activations:
 
 
 def default_fold_norms(device: Device) -> bool:
-    """Whether RMSNorms are folded into the projections after them (ops.matmul's `norm`).
-
-    Folding saves two dispatches per layer, which pays on GPUs. On CPU emulations every invocation re-reading the
-    row for its sum of squares costs more than the dispatches it saves (measured on lavapipe), so there the norm
-    is its own dispatch.
-    """
-    return not device.info.software
+    """Whether RMSNorms are folded into the projections after them (ops.matmul's `norm`): the adapter's choice
+    (llmchat.gpu.variants). The matmul accumulates the sum of squares from the blocks of x it loads anyway, so
+    folding saves two dispatches per layer everywhere."""
+    return variants(device).fold_norms
 
 
 class _Norm:

@@ -1,0 +1,76 @@
+"""Which variant of each kernel family an adapter runs: decided here, in one place, from the adapter's kind.
+
+What wins differs by orders of magnitude between real GPUs and CPU emulations of them (lavapipe, SwiftShader):
+- GPUs hide memory latency with many invocations, so a matmul invocation computes one output row and
+  neighbouring invocations read neighbouring rows.
+- On CPU emulators invocations are SIMD lanes, and every load from a storage buffer becomes a scalar loop over the
+  lanes (Mesa 22's lavapipe), so loads, not arithmetic, set the speed. A matmul invocation there computes 8 rows
+  (decode) or a 4-row x 8-token tile (prefill) so each load of x serves many multiply-adds; where subgroups have
+  at least 8 lanes, the lanes of a subgroup load a block of x together and broadcast it (matmul_x_shared.wgsl).
+  Measured on lavapipe (2 cores), decode matvec of 576 x 1536 Q4_1: 0.7 G multiply-adds/s with one row per
+  invocation, 2.8 with 8 rows, 3.2 with 8 rows and shared x loads; prefill tile of 4 rows x 8 tokens: 8.5 with
+  shared loads, 3.2 without.
+"""
+from __future__ import annotations
+
+import weakref
+from dataclasses import dataclass
+
+from .device import Device
+from .kernels import Kernels
+
+
+@dataclass(frozen=True)
+class MatmulTile:
+    """What one matmul invocation computes: `rows` outputs for `tokens` tokens, in workgroups of `wg`."""
+
+    rows: int
+    tokens: int
+    wg: int
+    xload: str  # "plain" or "shared": see shaders/matmul_x_*.wgsl
+
+
+@dataclass(frozen=True)
+class Variants:
+    software: bool  # a CPU emulation: loads are expensive, invocations are SIMD lanes
+    shared_loads: bool  # subgroups of >= 8 lanes: blocks of x can be loaded once per subgroup
+
+    def matmul(self, tokens: int) -> MatmulTile:
+        """The tile for a step of `tokens` tokens (the program's bucket)."""
+        if not self.software:
+            return MatmulTile(rows=1, tokens=1 if tokens == 1 else 4 if tokens <= 8 else 8, wg=64, xload="plain")
+        xload = "shared" if self.shared_loads else "plain"
+        if tokens == 1:
+            return MatmulTile(rows=8, tokens=1, wg=8, xload=xload)
+        return MatmulTile(rows=4, tokens=4 if tokens <= 4 else 8, wg=8, xload=xload)
+
+    @property
+    def fold_norms(self) -> bool:
+        """Whether RMSNorm folds into the next projection (its sum of squares is accumulated from the blocks of x
+        the matmul loads anyway). Always, now that CPU emulators reuse each load of x across many rows: there it
+        saves two dispatches per layer."""
+        return True
+
+
+_cache: weakref.WeakKeyDictionary[Device, Variants] = weakref.WeakKeyDictionary()
+
+
+def variants(device: Device) -> Variants:
+    """The variants for `device`, probing it once (the subgroup size needs one tiny dispatch)."""
+    v = _cache.get(device)
+    if v is None:
+        info = device.info
+        shared = info.software and info.subgroups and subgroup_size(device) >= 8
+        v = _cache[device] = Variants(software=info.software, shared_loads=shared)
+    return v
+
+
+def subgroup_size(device: Device) -> int:
+    """The subgroup size compute shaders run with on `device` (0 without subgroups)."""
+    if not device.info.subgroups:
+        return 0
+    from .device import Dispatch
+    out = device.buffer(16, "subgroup_size")
+    kernel = Kernels(device).get("subgroup_size.wgsl")
+    device.run(device.program([Dispatch(kernel, (out,), (1, 1, 1))]))
+    return int.from_bytes(device.read(out, 0, 4), "little")
