@@ -16,9 +16,10 @@ def _round4(n: int) -> int:
 
 
 class NativeProgram(Program):
-    def __init__(self, dispatches: list[Dispatch], steps: list[tuple]):
+    def __init__(self, dispatches: list[Dispatch], steps: list[tuple], raw_steps: list[tuple]):
         super().__init__(dispatches)
-        self.steps = steps  # (pipeline, bind_group, grid) ready to replay
+        self.steps = steps  # (pipeline, bind_group, grid): keeps the wgpu-py objects (and so their handles) alive
+        self.raw_steps = raw_steps  # (pipeline handle or None when unchanged, bind group handle, x, y, z)
 
 
 class NativeDevice(Device):
@@ -63,6 +64,8 @@ class NativeDevice(Device):
             max_storage_buffers=want["max-storage-buffers-per-shader-stage"],
             max_workgroups_per_dim=want["max-compute-workgroups-per-dimension"])
         self._queue = self._device.queue
+        from wgpu.backends.wgpu_native._api import ffi, lib  # the C functions behind wgpu-py, for `run`
+        self._lib, self._ffi = lib, ffi
 
     # -- buffers ---------------------------------------------------------------------------------------------------
     def buffer(self, size: int, label: str, *, uniform: bool = False, readable: bool = False) -> Buffer:
@@ -117,21 +120,32 @@ class NativeDevice(Device):
             except self._wgpu.GPUError as e:
                 raise GPUError(f"binding buffers to kernel '{d.kernel.name}' failed:\n{e}") from None
             steps.append((pipeline, group, d.grid))
-        return NativeProgram(dispatches, steps)
+        raw_steps, last = [], None
+        for pipeline, group, grid in steps:
+            raw_steps.append((pipeline._internal if pipeline is not last else None, group._internal, *grid))
+            last = pipeline
+        return NativeProgram(dispatches, steps, raw_steps)
 
     def run(self, program: Program) -> None:
         assert isinstance(program, NativeProgram)
+        # The dispatches go straight to wgpu-native's C functions with handles prepared by `program`: wgpu-py's
+        # wrappers check arguments and allocate per call (about 17 us a dispatch), which on a GPU that finishes a
+        # token in milliseconds would be most of the step. Validation errors surface at `submit`, which goes
+        # through wgpu-py and raises them.
+        lib, null = self._lib, self._ffi.NULL
+        set_pipeline = lib.wgpuComputePassEncoderSetPipeline
+        set_group = lib.wgpuComputePassEncoderSetBindGroup
+        dispatch = lib.wgpuComputePassEncoderDispatchWorkgroups
 
         def submit():
             encoder = self._device.create_command_encoder()
             cpass = encoder.begin_compute_pass()
-            last = None
-            for pipeline, group, (x, y, z) in program.steps:
-                if pipeline is not last:
-                    cpass.set_pipeline(pipeline)
-                    last = pipeline
-                cpass.set_bind_group(0, group)
-                cpass.dispatch_workgroups(x, y, z)
+            handle = cpass._internal
+            for pipeline, group, x, y, z in program.raw_steps:
+                if pipeline is not None:
+                    set_pipeline(handle, pipeline)
+                set_group(handle, 0, group, 0, null)
+                dispatch(handle, x, y, z)
             cpass.end()
             self._queue.submit([encoder.finish()])
         self._guard(submit)
