@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from browser_server import TestServer
+from browser_server import WebServer
 
 ROOT = Path(__file__).resolve().parent.parent
 WEB = ROOT / "web"
@@ -64,7 +64,7 @@ def browser_env():
 
 @pytest.fixture(scope="module")
 def server(smollm2_path: Path):
-    with TestServer(WEB, smollm2_path.parent) as srv:
+    with WebServer(WEB, smollm2_path.parent) as srv:
         yield srv
 
 
@@ -232,6 +232,27 @@ def test_offline_reload_loads_from_cache_and_answers(shared, server, shots):
     # under offline emulation); the page, its worker, Pyodide, the wheels and the model all came from the caches.
     assert [path for path, _ in server.log.requests if path != "/sw.js"] == [], server.log.requests
 
+
+def test_a_lost_device_ends_the_reply_with_a_message(shared, server, shots):
+    context, page = shared  # after the offline test: index.html, model ready
+    errors_before = len(events(page, "llm-error"))
+    tokens_before = len(events(page, "llm-token"))
+    page.eval_on_selector("llm-chat", "el => el.setAttribute('max-tokens', '200')")
+    page.locator("llm-chat textarea").fill("Count to one hundred.")
+    page.locator("llm-chat button.send").click()
+    page.wait_for_function("n => window.__events.filter(e => e[0] === 'llm-token').length > n", arg=tokens_before)
+    worker = next(w for w in page.workers if w.url.endswith("/worker.js"))
+    worker.evaluate("self.llmchatGPU.device.destroy()")  # what a driver reset or a GPU process crash looks like
+    page.wait_for_function("n => window.__events.filter(e => e[0] === 'llm-error').length > n", arg=errors_before,
+                           timeout=30_000)
+    codes = {e["code"] for e in events(page, "llm-error")[errors_before:]}
+    assert "device-lost" in codes, codes
+    page.wait_for_function("() => document.querySelector('llm-chat').shadowRoot.querySelector('.stop').hidden")
+    assert "Reload" in page.locator("llm-chat .status").inner_text()
+    assert page.locator("llm-chat textarea").is_disabled()
+    replies, questions = (page.locator(f"llm-chat .message.{role}").count() for role in ("assistant", "user"))
+    assert replies == questions - 1  # the cut reply was taken away, not left half-written
+    page.screenshot(path=shots / "device-lost.png")
 
 def test_without_webgpu_the_user_is_told_and_nothing_downloads(browser_env, server, tmp_path, shots):
     context = _launch(browser_env, tmp_path / "profile", webgpu=False)

@@ -192,7 +192,7 @@ export class LLMChatElement extends HTMLElement {
       this.history.push({ role: "assistant", content: reply });
     } catch (error) {
       this.history.pop();
-      bubble.remove();
+      bubble.closest("li").remove(); // a reply cut by an error is not kept half-written
       this.#status(error.message, "error");
       this.#fire("llm-error", { code: error.code || "error", message: error.message });
     } finally {

@@ -127,5 +127,6 @@ function report(error, id) {
 }
 
 function lostMessage(reason) {
-  return `The GPU stopped working (device lost: ${reason}). Reload the page to start again.`;
+  return `The GPU stopped working (device lost: ${String(reason).replace(/\.$/, "")}). Reload the page to start ` +
+    "again.";
 }
