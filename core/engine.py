@@ -33,6 +33,11 @@ class Feed:
     all_logits: bool = False  # logits for every fed token (perplexity) instead of the last one only
 
 
+# The smallest context bucket: steps are recorded per bucket of the longest position count they reach, so
+# attention can cut short contexts into fewer ranges (see ops.attention).
+CONTEXT_MIN = 128
+
+
 def bucket(n: int) -> int:
     """The smallest power of two ≥ n: programs exist per bucket, so a handful cover every step size."""
     return 1 << max(0, n - 1).bit_length()
@@ -59,14 +64,17 @@ class Engine:
                                        fold_norms=model.fold_norms)
         self.logits = rec.act("logits", self.max_step, self.config.vocab_size)
         self.candidates = rec.device.buffer(self.max_step * ops.topk_words(ops.TOPK_MAX) * 4, "candidates")
-        self._programs: dict[tuple[int, int, int], Program] = {}
+        self._programs: dict[tuple[int, int, int, int], Program] = {}
         self.stats = {"steps": 0, "tokens": 0, "host_s": 0.0}
 
     def _recorder(self) -> Recorder:
         return Recorder(self.device, self.kernels, self.step_buf, self.out_buf)
 
-    def program(self, rows: int, out_rows: int, top_k: int = 0) -> Program:
-        key = (rows, out_rows, top_k)
+    def program(self, rows: int, out_rows: int, top_k: int = 0, context: int | None = None) -> Program:
+        """The program for steps of `rows` tokens, `out_rows` of them producing logits (or top-k candidates), in
+        which no token sees more than `context` positions (default: the whole context)."""
+        context = self.context if context is None else min(context, self.context)
+        key = (rows, out_rows, top_k, context)
         prog = self._programs.get(key)
         if prog is None:
             rec = self._recorder()
@@ -76,14 +84,14 @@ class Engine:
                                attn=_rows(a.attn, rows), ff=_rows(a.ff, rows),
                                up=_rows(a.up, rows) if a.up else None, last=_rows(a.last, out_rows))
             logits = _rows(self.logits, out_rows)
-            self.model.record(rec, acts, self.kv, logits)
+            self.model.record(rec, acts, self.kv, logits, context=context)
             if top_k:
                 ops.topk(rec, logits, self.candidates, top_k)
             prog = self._programs[key] = rec.finish()
         return prog
 
-    def dispatches_per_step(self, rows: int = 1, out_rows: int = 1, top_k: int = 1) -> int:
-        return len(self.program(bucket(rows), bucket(out_rows), top_k))
+    def dispatches_per_step(self, rows: int = 1, out_rows: int = 1, top_k: int = 1, context: int | None = None) -> int:
+        return len(self.program(bucket(rows), bucket(out_rows), top_k, context))
 
     def step(self, feeds: list[Feed], top_k: int = 0) -> list:
         """Run one forward step. Per feed: the logits rows it asked for (a flat row-major array('f')), or with
@@ -118,7 +126,8 @@ class Engine:
         dev.write(self.out_buf, struct.pack("<4I", n_out, 0, 0, 0))
         if top_k and any(f.all_logits for f in feeds):
             raise LLMChatError("top-k candidates come from the last row of each feed; all_logits asks for every row")
-        dev.run(self.program(bucket(n), bucket(n_out), top_k))
+        reach = max(f.start + len(f.tokens) for f in feeds)
+        dev.run(self.program(bucket(n), bucket(n_out), top_k, max(CONTEXT_MIN, bucket(reach))))
         self.stats["host_s"] += time.perf_counter() - t0
         self.stats["steps"] += 1
         self.stats["tokens"] += n

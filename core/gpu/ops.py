@@ -159,7 +159,7 @@ def rope_store(rec: Recorder, qkv: Act, tokens: Buffer, k_cache: Buffer, v_cache
 
 
 def attention_splits(rows: int, n_head: int, max_context: int) -> int:
-    """Ranges to cut each token's positions into: enough to occupy the device when few tokens run (decode), one
+    """Ranges to cut each token's positions into on GPUs (variants.py decides for CPU emulators): enough to occupy the device when few tokens run (decode), one
     when tokens alone do (prefill), never ranges shorter than ATTN_MIN_RANGE positions of the longest context."""
     by_work = cdiv(ATTN_PARALLEL, rows * n_head)
     return max(1, min(by_work, cdiv(max_context, ATTN_MIN_RANGE), 64))
@@ -179,7 +179,7 @@ def attention(rec: Recorder, qkv: Act, tokens: Buffer, k_cache: Buffer, v_cache:
     if n_head % n_kv_head or head_dim % 4 or out.cols % 4:
         raise ValueError(f"attention needs n_kv_head | n_head ({n_kv_head}, {n_head}) and multiples of 4 "
                          f"(head_dim {head_dim}, out columns {out.cols})")
-    n_splits = splits or attention_splits(qkv.rows, n_head, max_context)
+    n_splits = splits or variants.variants(rec.device).attention_splits(qkv.rows, n_head, max_context)
     hd4 = head_dim // 4
     record_bytes = (hd4 + 1) * 16
     n_splits = max(1, min(n_splits, rec.device.info.max_binding_size // (qkv.rows * n_head * record_bytes)))

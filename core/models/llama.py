@@ -56,8 +56,9 @@ class Llama:
         self.rope_freqs = loader.vector("rope_freqs.weight") if "rope_freqs.weight" in gguf.tensors else None
         self.weight_bytes = loader.bytes
 
-    def record(self, rec: Recorder, acts: "Activations", kv, logits: Act) -> None:
-        """Record the forward pass for `acts.x.rows` tokens; logits for the rows listed in `acts.out_rows`."""
+    def record(self, rec: Recorder, acts: "Activations", kv, logits: Act, context: int | None = None) -> None:
+        """Record the forward pass for `acts.x.rows` tokens; logits for the rows listed in `acts.out_rows`.
+        `context` bounds the positions any token sees (default: the cache's whole context)."""
         c = self.config
         x, qkv, attn, ff = acts.x, acts.qkv, acts.attn, acts.ff
         norm = _Norm(rec, None if self.fold_norms else acts.h, c.norm_eps)
@@ -70,7 +71,7 @@ class Llama:
                            max_blocks=kv.max_blocks)
             ops.attention(rec, qkv, acts.tokens, kv.k[i], kv.v[i], kv.table, attn, n_head=c.n_head,
                           n_kv_head=c.n_kv_head, head_dim=c.head_dim, scale=c.head_dim ** -0.5,
-                          max_blocks=kv.max_blocks, max_context=kv.max_context)
+                          max_blocks=kv.max_blocks, max_context=context or kv.max_context)
             ops.matmul(rec, blk.attn_output, attn, x, mode=ops.ADD)
             _gated(rec, blk.ffn_gate_up, x, ff, acts.up, norm=norm(x, blk.ffn_norm))
             ops.matmul(rec, blk.ffn_down, ff, x, mode=ops.ADD)
