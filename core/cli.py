@@ -339,6 +339,7 @@ def _serve_arguments(parser: argparse.ArgumentParser) -> None:
                         help="finished sequences kept for prefix sharing (default: --max-batch)")
     parser.add_argument("--cors-origin", action="extend", nargs="+", default=[], metavar="ORIGIN",
                         help="allow browser pages from ORIGIN (repeatable; '*' allows any)")
+    parser.add_argument("--web-dir", metavar="DIR", help="serve this folder at / instead of the bundled web demo")
     parser.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
 
 
@@ -352,7 +353,7 @@ def serve_command(args: argparse.Namespace) -> int:
     serve(ServeConfig(model=args.model, host=args.host, port=args.port, api_key=args.api_key, ctx=args.ctx,
                       max_batch=args.max_batch, max_queue=args.max_queue, prefill_chunk=args.prefill_chunk,
                       cache_entries=args.cache_entries, cors_origins=tuple(args.cors_origin),
-                      log_level=args.log_level))
+                      web_dir=args.web_dir, log_level=args.log_level))
     return 0
 
 

@@ -25,7 +25,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from .. import __version__
 from ..errors import LLMChatError
 from .completions import Answer, ModelInfo, Prepared, Run, prepare_chat, prepare_text
-from .errors import ERROR_RESPONSES, APIError, error_body
+from .errors import ERROR_RESPONSES, GENERATION_RESPONSES, APIError, error_body
 from .middleware import APIKeyMiddleware, RequestMetricsMiddleware
 from .scheduler import Scheduler, SchedulerStoppedError
 from .schemas import ChatCompletionRequest, CompletionRequest
@@ -52,8 +52,10 @@ class ServerOptions:
 
 def create_app(scheduler: Scheduler, model: ModelInfo, options: ServerOptions | None = None) -> FastAPI:
     options = options or ServerOptions()
-    app = FastAPI(title="llmchat", version=__version__,
-                  description="OpenAI-compatible API over an on-device GGUF runtime.")
+    # The schema lives under /v1 and the interactive docs are off (they load their scripts from a CDN), so that
+    # every other path belongs to the web folder.
+    app = FastAPI(title="llmchat", version=__version__, openapi_url="/v1/openapi.json", docs_url=None,
+                  redoc_url=None, description="OpenAI-compatible API over an on-device GGUF runtime.")
     _add_error_handlers(app)
     _add_api_routes(app, scheduler, model)
     _add_file_routes(app, options)
@@ -77,11 +79,11 @@ def _add_api_routes(app: FastAPI, scheduler: Scheduler, model: ModelInfo) -> Non
     model_card = {"id": model.id, "object": "model", "created": created, "owned_by": "llmchat",
                   "max_model_len": model.context}
 
-    @app.post("/v1/chat/completions", responses=ERROR_RESPONSES)
+    @app.post("/v1/chat/completions", responses=GENERATION_RESPONSES)
     async def chat_completions(body: ChatCompletionRequest, request: Request) -> Response:
         return await _respond(await prepare_chat(body, model), request)
 
-    @app.post("/v1/completions", responses=ERROR_RESPONSES)
+    @app.post("/v1/completions", responses=GENERATION_RESPONSES)
     async def completions(body: CompletionRequest, request: Request) -> Response:
         return await _respond(await prepare_text(body, model), request)
 
@@ -91,13 +93,16 @@ def _add_api_routes(app: FastAPI, scheduler: Scheduler, model: ModelInfo) -> Non
         if prepared.body.stream:
             return EventStream(answer.stream(run), on_close=run.cancel)
         try:
+            checked = time.monotonic()
             while not run.done:
                 item = await run.next(timeout=DISCONNECT_POLL_S)
                 if item is not None:
                     answer.take(*item)
-                elif await request.is_disconnected():
-                    run.cancel()
-                    return Response(status_code=499)  # nobody reads it; nginx's code for "client closed"
+                if time.monotonic() - checked >= DISCONNECT_POLL_S:  # tokens may come faster than the timeout
+                    checked = time.monotonic()
+                    if await request.is_disconnected():
+                        run.cancel()
+                        return Response(status_code=499)  # nobody reads it; nginx's code for "client closed"
         except SchedulerStoppedError as exc:
             raise APIError(503, str(exc)) from None
         except LLMChatError as exc:

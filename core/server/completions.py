@@ -18,7 +18,7 @@ from typing import Any
 from starlette.concurrency import run_in_threadpool
 
 from .. import __version__
-from ..errors import ChatTemplateError, LLMChatError
+from ..errors import ChatTemplateError, InvalidRequestError, LLMChatError
 from .errors import APIError, error_body
 from .scheduler import (ErrorEvent, FinishEvent, GenerationRequest, QueueFullError, Scheduler,
                         SchedulerStoppedError, TokenEvent)
@@ -164,6 +164,8 @@ class Run:
                            headers={"Retry-After": str(exc.retry_after)}) from None
         except SchedulerStoppedError as exc:
             raise APIError(503, str(exc)) from None
+        except InvalidRequestError as exc:
+            raise APIError(400, str(exc), param="n") from None
         self._open = len(prepared.requests)
 
     @property

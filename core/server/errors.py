@@ -59,3 +59,13 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     429: {"model": ErrorResponse, "description": "Queue full; retry after the Retry-After header's seconds"},
     503: {"model": ErrorResponse, "description": "The generation scheduler is not running"},
 }
+
+
+GENERATION_RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {"description": "The completion: JSON, or with `stream` a Server-Sent Events stream of chunks ending "
+                         "with `data: [DONE]`",
+          "content": {"application/json": {}, "text/event-stream": {"schema": {
+              "type": "object", "required": ["data"],
+              "properties": {"data": {"type": "string", "description": "a JSON chunk, or [DONE] at the end"}}}}}},
+    **ERROR_RESPONSES,
+}

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..catalogue import CATALOGUE, models_dir, resolve
+from ..errors import LLMChatError
 from .app import ServerOptions, create_app
 from .completions import ModelInfo
 from .metrics import Metrics
@@ -26,7 +27,20 @@ class ServeConfig:
     prefill_chunk: int = 16
     cache_entries: int | None = None  # finished sequences kept for prefix sharing; default max_batch
     cors_origins: Sequence[str] = ()
+    web_dir: str | None = None  # default: the package's web demo
     log_level: str = "info"
+
+    def validate(self) -> None:
+        """Refuse settings that cannot work, before the model is loaded."""
+        checks = [(1 <= self.port <= 65535, "--port must be between 1 and 65535"),
+                  (self.ctx >= 16, "--ctx must be at least 16 tokens"),
+                  (1 <= self.max_batch <= 256, "--max-batch must be between 1 and 256"),
+                  (self.max_queue >= 0, "--max-queue must be >= 0"),
+                  (self.prefill_chunk >= 1, "--prefill-chunk must be >= 1"),
+                  (self.cache_entries is None or self.cache_entries >= 0, "--cache-entries must be >= 0")]
+        for ok, message in checks:
+            if not ok:
+                raise LLMChatError(message)
 
 
 def model_info(llm, requested: str, path: str) -> ModelInfo:
@@ -45,6 +59,7 @@ def serve(config: ServeConfig) -> None:
 
     from ..api import LLM
 
+    config.validate()
     path = resolve(config.model)
     cache_entries = config.max_batch if config.cache_entries is None else config.cache_entries
     # A step carries every decoding sequence's token plus a prompt chunk, so it must hold max_batch + 1 at least.
@@ -58,6 +73,10 @@ def serve(config: ServeConfig) -> None:
     local = not path.startswith(("http://", "https://"))
     options = ServerOptions(api_key=config.api_key, cors_origins=config.cors_origins, models_dir=models_dir(),
                             model_file=Path(path).resolve() if local else None)
+    if config.web_dir is not None:
+        if not Path(config.web_dir).is_dir():
+            raise LLMChatError(f"--web-dir {config.web_dir!r} is not a folder")
+        options.web_dir = Path(config.web_dir)
     info = model_info(llm, config.model, path)
     app = create_app(scheduler, info, options)
     logging.getLogger("llmchat.server").setLevel(config.log_level.upper())

@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from ..engine import Engine, Feed
-from ..errors import LLMChatError
+from ..errors import InvalidRequestError, LLMChatError
 from ..gpu.kvlayout import BLOCK_TOKENS
 from ..sampler import MAX_GPU_CANDIDATES, Sampler, SamplingParams
 from ..tokenizer import Tokenizer
@@ -185,6 +185,9 @@ class Scheduler:
         full (QueueFullError). `sink(index, event)` gets each sequence's events, on the scheduler thread."""
         if not self.alive:
             raise SchedulerStoppedError("the generation scheduler is not running")
+        if len(requests) > self.max_queue:
+            raise InvalidRequestError(f"{len(requests)} sequences in one request, but at most {self.max_queue} can "
+                                      "wait at once on this server (--max-queue)")
         now = time.perf_counter()
         seqs = [_Sequence(r, _bind(sink, i), now, tokens=list(r.prompt)) for i, r in enumerate(requests)]
         with self._lock:
@@ -286,7 +289,11 @@ class Scheduler:
                 self._decoding.append(pre)
         # One output per feed, in feed order; a prefill chunk that does not end its prompt samples nothing.
         for seq, out in zip(sampling, outputs):
-            self._sample(seq, out, top_k)
+            try:
+                self._sample(seq, out, top_k)
+            except Exception as exc:  # one sequence's sampling bug must not take the others down
+                log.exception("sampling failed")
+                self._fail(seq, LLMChatError(f"sampling failed: {type(exc).__name__}: {exc}"))
 
     def _prefill_chunk(self, decoding: list[_Sequence]) -> tuple[_Sequence | None, list[int]]:
         """The prompt tokens this step carries: admit a waiting sequence when none is prefilling and the batch has

@@ -21,13 +21,16 @@ MAX_SEQUENCES_PER_REQUEST = 16
 MAX_STOP_STRINGS = 16
 
 
+def _not_yet() -> Any:
+    return Field(None, description="Not supported yet: a request that sets it is refused with 400 naming it.")
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
 class StreamOptions(_Strict):
     include_usage: bool = False
-    continuous_usage_stats: bool = False  # vLLM's: usage on every chunk, not only at the end
 
 
 class ContentPart(BaseModel):
@@ -66,13 +69,14 @@ class _Sampling(_Strict):
     # Extensions (vLLM and llama.cpp spell them the same way).
     top_k: int = Field(0, ge=0, description="keep the k most likely tokens; 0 disables it")
     min_p: float = Field(0.0, ge=0, le=1)
-    repetition_penalty: float = Field(1.0, gt=0, le=10)
+    # Bounded away from 0: the penalty divides logits, and a tiny divisor overflows them to infinity.
+    repetition_penalty: float = Field(1.0, ge=0.01, le=10)
     ignore_eos: bool = False
     # OpenAI fields we do not implement: refused by name when given.
-    logit_bias: Any = None
-    service_tier: Any = None
-    store: Any = None
-    metadata: Any = None
+    logit_bias: Any = _not_yet()
+    service_tier: Any = _not_yet()
+    store: Any = _not_yet()
+    metadata: Any = _not_yet()
 
     def stop_strings(self) -> tuple[str, ...]:
         stops = [self.stop] if isinstance(self.stop, str) else list(self.stop or [])
@@ -99,17 +103,17 @@ class ChatCompletionRequest(_Sampling):
     logprobs: bool = False
     top_logprobs: int | None = Field(None, ge=0, le=20)
     # Not implemented yet.
-    tools: Any = None
-    tool_choice: Any = None
-    parallel_tool_calls: Any = None
-    functions: Any = None
-    function_call: Any = None
-    response_format: Any = None
-    audio: Any = None
-    modalities: Any = None
-    prediction: Any = None
-    reasoning_effort: Any = None
-    web_search_options: Any = None
+    tools: Any = _not_yet()
+    tool_choice: Any = _not_yet()
+    parallel_tool_calls: Any = _not_yet()
+    functions: Any = _not_yet()
+    function_call: Any = _not_yet()
+    response_format: Any = _not_yet()
+    audio: Any = _not_yet()
+    modalities: Any = _not_yet()
+    prediction: Any = _not_yet()
+    reasoning_effort: Any = _not_yet()
+    web_search_options: Any = _not_yet()
 
 
 class CompletionRequest(_Sampling):
@@ -117,9 +121,9 @@ class CompletionRequest(_Sampling):
     logprobs: int | None = Field(None, ge=0, le=20)
     max_tokens: int | None = Field(16, ge=1)  # OpenAI's default for this route
     # Not implemented yet.
-    echo: Any = None
-    suffix: Any = None
-    best_of: Any = None
+    echo: Any = _not_yet()
+    suffix: Any = _not_yet()
+    best_of: Any = _not_yet()
 
 
 # Values of unimplemented fields that ask for nothing beyond the default, so they can be accepted as they are.
@@ -144,6 +148,6 @@ def unsupported_fields(request: _Sampling) -> list[str]:
     for name in request.model_fields_set:
         info = type(request).model_fields[name]
         value = getattr(request, name)
-        if info.annotation in (Any, "Any") and value is not None and value not in _HARMLESS.get(name, ()):
+        if info.annotation is Any and value is not None and value not in _HARMLESS.get(name, ()):
             names.append(name)
     return sorted(names)
