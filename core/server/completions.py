@@ -21,7 +21,7 @@ from .. import __version__
 from ..errors import ChatTemplateError, InvalidRequestError, LLMChatError
 from .errors import APIError, error_body
 from .scheduler import (ErrorEvent, FinishEvent, GenerationRequest, QueueFullError, Scheduler,
-                        SchedulerStoppedError, TokenEvent)
+                        SchedulerStoppedError, TokenEvent, TooManySequencesError)
 from .schemas import (MAX_SEQUENCES_PER_REQUEST, MAX_STOP_STRINGS, ChatCompletionRequest, CompletionRequest,
                       _Sampling, unsupported_fields)
 
@@ -164,8 +164,10 @@ class Run:
                            headers={"Retry-After": str(exc.retry_after)}) from None
         except SchedulerStoppedError as exc:
             raise APIError(503, str(exc)) from None
-        except InvalidRequestError as exc:
+        except TooManySequencesError as exc:
             raise APIError(400, str(exc), param="n") from None
+        except InvalidRequestError as exc:
+            raise APIError(400, str(exc)) from None
         self._open = len(prepared.requests)
 
     @property

@@ -74,12 +74,7 @@ class PrefixCache:
         that is still decoding. At least one token is always left to compute, since the step that computes it
         also yields the logits the first new token is sampled from.
         """
-        limit = len(tokens) - 1
-        best_slot, best = None, 0
-        for slot, held in [*self._entries.items(), *live]:
-            n = whole_blocks(min(common_prefix(tokens, held), limit))
-            if n > best:
-                best_slot, best = slot, n
+        best_slot, best = self.match(tokens, live)
         if best_slot is not None and best_slot in self._entries:
             self._entries.move_to_end(best_slot)
         self._make_slot_room(keep=best_slot)
@@ -87,6 +82,17 @@ class PrefixCache:
             return Lease(self.kv.new_slot(), 0)
         self.hit_tokens += best
         return Lease(self.kv.fork(best_slot, best), best)
+
+    def match(self, tokens: Sequence[int], live: Iterable[tuple[int, Sequence[int]]] = ()) -> tuple[int | None, int]:
+        """The slot holding the longest shareable prefix of `tokens` (None if none) and that prefix's length in
+        whole blocks, leaving at least the last token to compute."""
+        limit = len(tokens) - 1
+        best_slot, best = None, 0
+        for slot, held in [*self._entries.items(), *live]:
+            n = whole_blocks(min(common_prefix(tokens, held), limit))
+            if n > best:
+                best_slot, best = slot, n
+        return best_slot, best
 
     def insert(self, slot: int, tokens: Sequence[int]) -> None:
         """Keep a finished sequence's slot (ownership passes to the cache); `tokens` are the positions it holds."""

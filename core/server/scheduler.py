@@ -42,6 +42,10 @@ class QueueFullError(LLMChatError):
         self.retry_after = retry_after
 
 
+class TooManySequencesError(InvalidRequestError):
+    """One request asks for more sequences than the queue can ever hold."""
+
+
 class SchedulerStoppedError(LLMChatError):
     """The scheduler is not running (shut down, or its thread failed)."""
 
@@ -185,8 +189,10 @@ class Scheduler:
         full (QueueFullError). `sink(index, event)` gets each sequence's events, on the scheduler thread."""
         if not self.alive:
             raise SchedulerStoppedError("the generation scheduler is not running")
+        for r in requests:
+            self._check(r)
         if len(requests) > self.max_queue:
-            raise InvalidRequestError(f"{len(requests)} sequences in one request, but at most {self.max_queue} can "
+            raise TooManySequencesError(f"{len(requests)} sequences in one request, but at most {self.max_queue} can "
                                       "wait at once on this server (--max-queue)")
         now = time.perf_counter()
         seqs = [_Sequence(r, _bind(sink, i), now, tokens=list(r.prompt)) for i, r in enumerate(requests)]
@@ -197,6 +203,18 @@ class Scheduler:
             self._queued += len(seqs)
         self._inbox.put(seqs)
         return [Ticket(self, s) for s in seqs]
+
+    def _check(self, r: GenerationRequest) -> None:
+        """Refuse what would fail inside a batched step, where it would take the other sequences down with it."""
+        if not r.prompt:
+            raise InvalidRequestError("the prompt is empty")
+        bad = next((t for t in r.prompt if not 0 <= t < self.vocab_size), None)
+        if bad is not None:
+            raise InvalidRequestError(f"token id {bad} is outside the vocabulary (0..{self.vocab_size - 1})")
+        if r.max_tokens < 1 or len(r.prompt) + r.max_tokens > self.engine.context:
+            raise InvalidRequestError(f"{len(r.prompt)} prompt tokens and max_tokens={r.max_tokens} do not fit the "
+                                      f"context of {self.engine.context}")
+        r.params.validate()
 
     def cancel(self, seq: _Sequence) -> None:
         seq.cancelled = True
