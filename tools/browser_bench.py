@@ -33,6 +33,7 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=16, help="tokens to generate (greedy, EOS ignored)")
     parser.add_argument("--reps", type=int, default=2, help="completions after the loads; the best is reported")
     parser.add_argument("--prompt", help="prompt text (default: the one of shared/bench/peers.py)")
+    parser.add_argument("--context", type=int, default=2048, help="KV cache size in tokens")
     parser.add_argument("--timeout", type=float, default=900, help="seconds")
     parser.add_argument("--chromium", default="/usr/bin/chromium")
     args = parser.parse_args()
@@ -40,7 +41,7 @@ def main() -> None:
         sys.exit("browser_bench: web/dist is not built; run `make web` first")
     model = Path(resolve(args.model))
     from playwright.sync_api import sync_playwright
-    query = {"model": f"/models/{model.name}", "n": args.n, "reps": args.reps}
+    query = {"model": f"/models/{model.name}", "n": args.n, "reps": args.reps, "context": args.context}
     if args.prompt:
         query["prompt"] = args.prompt
     with WebServer(ROOT / "web", model.parent) as server, sync_playwright() as pw, \

@@ -42,8 +42,9 @@ export async function createEngine(options = {}) {
 }
 
 export class Engine extends EventTarget {
-  // options: model, integrity, context (tokens), endpoint, mode ("auto" | "local" | "remote"), apiKey,
-  // pyodideURL (a CDN folder, default: our own dist), distURL, workerURL, onProgress, onStatus, onWarning
+  // options: model, integrity, context (tokens), endpoint, mode ("auto" | "local" | "remote"), apiKey and
+  // remoteModel (for the endpoint), pyodideURL (a CDN folder, default: our own dist), distURL, workerURL,
+  // onProgress, onStatus, onWarning
   constructor(options = {}) {
     super();
     this.options = options;
@@ -238,7 +239,8 @@ class ReplyStream {
 async function remoteCreate(options, params, isChat) {
   const url = `${options.endpoint.replace(/\/$/, "")}/${isChat ? "chat/completions" : "completions"}`;
   const { signal, ...body } = params;
-  if (!body.model) body.model = options.remoteModel || options.model || "default";
+  // Servers pick the model by name; without remoteModel the file name of `model` is the best guess.
+  if (!body.model) body.model = options.remoteModel || options.model?.split("/").pop()?.replace(/\.gguf$/i, "") || "default";
   const headers = { "Content-Type": "application/json" };
   if (options.apiKey) headers.Authorization = `Bearer ${options.apiKey}`;
   const response = await fetch(url, { method: "POST", headers, body: JSON.stringify(body), signal });

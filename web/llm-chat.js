@@ -4,8 +4,8 @@
 //   <llm-chat model="/models/SmolLM2-135M-Instruct.Q4_1.gguf" system-prompt="Be brief."></llm-chat>
 //
 // Attributes: model, integrity (sha256 of the model), system-prompt, endpoint (OpenAI-compatible /v1 URL),
-// mode (auto | local | remote), temperature, max-tokens, context-size, pyodide-url (to load Pyodide from a CDN),
-// placeholder. Events (bubbling, composed; details in the README): llm-progress, llm-ready, llm-token, llm-done,
+// mode (auto | local | remote), remote-model (the model name sent to the endpoint), temperature, max-tokens,
+// context-size, pyodide-url (to load Pyodide from a CDN), placeholder. Events (bubbling, composed; details in the README): llm-progress, llm-ready, llm-token, llm-done,
 // llm-error. Styling: CSS custom properties --llm-chat-* and parts (container, status, progress, warning, log,
 // message, user, assistant, form, input, send, stop). Model output is always inserted as text, never as HTML.
 
@@ -53,7 +53,8 @@ button.stop { background: var(--llm-chat-stop-bg, #6b6b76); }
 let instances = 0;
 
 export class LLMChatElement extends HTMLElement {
-  static observedAttributes = ["model", "endpoint", "mode", "integrity", "context-size", "pyodide-url"];
+  static observedAttributes = ["model", "endpoint", "mode", "integrity", "context-size", "pyodide-url",
+    "remote-model"];
 
   constructor() {
     super();
@@ -117,6 +118,7 @@ export class LLMChatElement extends HTMLElement {
     this.#status("Starting…");
     const engine = new Engine({
       model, endpoint, mode: this.getAttribute("mode") || "auto", integrity: this.getAttribute("integrity"),
+      remoteModel: this.getAttribute("remote-model") || undefined,
       context: this.#number("context-size", 2048), pyodideURL: this.getAttribute("pyodide-url") || undefined,
     });
     this.engine = engine;
