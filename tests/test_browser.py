@@ -305,6 +305,31 @@ def test_a_wrong_integrity_discards_the_download(browser_env, server, tmp_path):
         context.close()
 
 
+def test_controls_are_labelled_and_the_element_is_themeable(browser_env, server, tmp_path):
+    context = _launch(browser_env, tmp_path / "profile")
+    try:
+        page = context.new_page()
+        server.pages["/theme.html"] = f"""<!doctype html><script type="module" src="/llm-chat.js"></script>
+            <style>
+              llm-chat {{ --llm-chat-accent: rgb(200, 0, 0); }}
+              llm-chat::part(assistant) {{ background: rgb(0, 128, 0); }}
+            </style>
+            <llm-chat mode="remote" endpoint="{server.url}/v1"></llm-chat>"""
+        page.goto(f"{server.url}/theme.html")
+        wait_event(page, "llm-ready")
+        chat = page.locator("llm-chat")
+        assert chat.get_by_label("Message").is_editable()
+        assert chat.get_by_role("button", name="Send").is_enabled()
+        assert page.locator("llm-chat .log").get_attribute("aria-live") == "polite"
+        assert page.locator("llm-chat progress").get_attribute("aria-label")
+        ask(page, "Hello", max_tokens=4)
+        send_bg = page.locator("llm-chat button.send").evaluate("b => getComputedStyle(b).backgroundColor")
+        reply_bg = page.locator("llm-chat .assistant").evaluate("m => getComputedStyle(m).backgroundColor")
+        assert (send_bg, reply_bg) == ("rgb(200, 0, 0)", "rgb(0, 128, 0)")
+        assert page.locator("llm-chat .log").get_attribute("aria-busy") == "false"
+    finally:
+        context.close()
+
 def test_markup_in_replies_and_messages_stays_text(browser_env, server, tmp_path, shots):
     payload = '<img src=x onerror="window.pwned=1"><script>window.pwned=2</script><b>bold</b>'
     server.remote_reply = payload

@@ -63,16 +63,25 @@ async function load({ model, integrity, context = 2048, pyodideURL, distURL }) {
   pyodide = py;
   store = opened;
   runtime = pyodide.pyimport("llmchat.web.runtime");
+  const phases = { boot_s: (performance.now() - t0) / 1000 }; // WebGPU, Pyodide and the first bytes
+  let mark = performance.now();
+  const lap = (name) => {
+    phases[name] = (performance.now() - mark) / 1000;
+    mark = performance.now();
+  };
   const budget = gpuBudget();
   const plan = JSON.parse(await runtime.check.callPromising(store, bridge, context, budget));
+  lap("check_s");
   store.loadTotal = plan.weights;
   await store.checkQuota();
   if (!store.complete) post({ type: "status", text: "Downloading the model" });
   await store.download();
+  lap("download_s");
   post({ type: "status", text: "Loading the model onto the GPU" });
   const loaded = JSON.parse(await runtime.load.callPromising(store, plan.context));
+  lap("gpu_load_s");
   post({ type: "ready", info: { ...plan, ...loaded, software, fromCache: store.fromCache,
-    requests: store.requests, resumes: store.resumes, sha256: store.meta?.sha256 ?? null,
+    requests: store.requests, resumes: store.resumes, sha256: store.meta?.sha256 ?? null, phases,
     load_ms: performance.now() - t0 } });
 }
 
