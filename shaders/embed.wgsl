@@ -1,7 +1,9 @@
 // y[t, :] = the row of the embedding table W for the token id of token t, decoded to f32 (and multiplied by `scale`,
-// which some architectures use). One invocation decodes 32 elements of one token's row.
+// which some architectures use). One invocation decodes 32 elements of one token's row. LAYOUT is how rows of W
+// are stored (rows_gguf.wgsl, rows_split.wgsl): a table tied to the output projection takes the matmul's layout.
 
 //!include {{QUANT}}.wgsl
+//!include rows_{{LAYOUT}}.wgsl
 
 struct Params {
     k: u32,          // row length (embedding size), in elements (a multiple of 32)
@@ -20,6 +22,7 @@ struct Step {
 @group(0) @binding(2) var<storage, read> w: array<u32>;
 @group(0) @binding(3) var<storage, read> tokens: array<vec4<u32>>;  // (id, position, sequence, 0) per token
 @group(0) @binding(4) var<storage, read_write> y: array<vec4<f32>>;
+@group(0) @binding(5) var<storage, read> wq: array<vec4<u32>>;  // W again, as vec4s (read by the split layout)
 
 var<private> wv: array<vec4<f32>, 8>;
 
@@ -34,10 +37,9 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
     if (id >= p.n_rows) {
         return;  // another part holds this row (ids are checked on the host)
     }
-    let subs = BLOCK_ELEMS / 32u;
-    dequant_sub(id * p.row_bytes + (i / subs) * BLOCK_BYTES, i % subs);
+    let s = decode_block(id, i) * p.scale;
     let o = (t * p.k + i * 32u) >> 2u;
     for (var j = 0u; j < 8u; j++) {
-        y[o + j] = wv[j] * p.scale;
+        y[o + j] = wv[j] * s.x + s.y;
     }
 }

@@ -8,13 +8,15 @@
 // at `glu_rows` the up rows, and y = silu(gate . x) * (up . x).
 // NORM folds the RMSNorm that precedes a projection into it: W . (x / rms(x) * g) = (W . (x * g)) / rms(x). The
 // sum of squares is accumulated from the blocks of x as they are loaded, so the fold costs one FMA per element.
-// XLOAD chooses how blocks of x are loaded (matmul_x_plain.wgsl, matmul_x_shared.wgsl).
+// XLOAD chooses how blocks of x are loaded (matmul_x_plain.wgsl, matmul_x_shared.wgsl), LAYOUT how rows of W are
+// stored (rows_gguf.wgsl: as in the file; rows_split.wgsl: quants and scales apart, for aligned vector loads).
 //
 // The loops over the tile's rows and tokens are unrolled by hand (R and TT are constants, and `if (R > 4u)` on a
 // constant costs nothing): lavapipe's compiler leaves such loops rolled, and private arrays indexed by a loop
 // counter then live in memory. Unrolled, the decode matvec ran 1.5x faster there.
 //!include matmul_x_{{XLOAD}}.wgsl
 //!include {{QUANT}}.wgsl
+//!include rows_{{LAYOUT}}.wgsl
 
 struct Params {
     k: u32,            // row length of W and of x, in elements (a multiple of 32)
@@ -39,6 +41,7 @@ struct Step {
 @group(0) @binding(4) var<storage, read_write> y: array<f32>;
 @group(0) @binding(5) var<storage, read> bias: array<f32>;
 @group(0) @binding(6) var<storage, read> norm: array<vec4<f32>>;  // NORM: the RMSNorm weight g, k elements
+@group(0) @binding(7) var<storage, read> wq: array<vec4<u32>>;  // W again, as vec4s (read by the split layout)
 
 const R: u32 = {{R}}u;    // rows per invocation: 1, 2, 4 or 8
 const TT: u32 = {{TT}}u;  // tokens per invocation: 1, 4 or 8
@@ -52,6 +55,7 @@ var<private> xv: array<vec4<f32>, 8 * TT>;  // the current block of x for each t
 var<private> gv: array<vec4<f32>, 8>;       // NORM: the current block of g
 var<private> acc: array<f32, HALVES * R * TT>;  // [half][row][token]
 var<private> ss: array<f32, TT>;            // NORM: sum of x^2 per token
+var<private> xsum: array<f32, TT>;          // sum of the current block of x per token (for blocks with an offset)
 
 // Context of the current invocation, set once in main.
 var<private> r0: u32;
@@ -62,8 +66,8 @@ var<private> lane_id: u32;
 fn load_token(t: u32, k0: u32) {
     let token = min(t0 + t, step.n_tokens - 1u);
     load_x(t, (token * p.x_stride + k0) >> 2u, lane_id);
+    let o = 8u * t;
     if (NORM) {
-        let o = 8u * t;
         let s = xv[o] * xv[o] + xv[o + 1u] * xv[o + 1u] + xv[o + 2u] * xv[o + 2u] + xv[o + 3u] * xv[o + 3u]
               + xv[o + 4u] * xv[o + 4u] + xv[o + 5u] * xv[o + 5u] + xv[o + 6u] * xv[o + 6u] + xv[o + 7u] * xv[o + 7u];
         ss[t] += s.x + s.y + s.z + s.w;
@@ -76,6 +80,8 @@ fn load_token(t: u32, k0: u32) {
         xv[o + 6u] *= gv[6];
         xv[o + 7u] *= gv[7];
     }
+    let xs = xv[o] + xv[o + 1u] + xv[o + 2u] + xv[o + 3u] + xv[o + 4u] + xv[o + 5u] + xv[o + 6u] + xv[o + 7u];
+    xsum[t] = xs.x + xs.y + xs.z + xs.w;
 }
 
 fn load_tokens(k0: u32) {
@@ -101,33 +107,36 @@ fn dot32(t: u32) -> f32 {
     return s.x + s.y + s.z + s.w;
 }
 
-// Accumulates the decoded block into accumulator row a (= half * R + tile row) for every token of the tile.
-fn accumulate(a: u32) {
+// Token t's xsum (through a parameter: naga rejects constant indices past the end even in branches that TT rules
+// out, such as xsum[1] when TT = 1).
+fn block_sum(t: u32) -> f32 {
+    return xsum[t];
+}
+
+// Accumulates the decoded block, weights = s.x * wv + s.y, into accumulator row a (= half * R + tile row) for every
+// token of the tile. With rows as stored (rows_gguf.wgsl) s is (1, 0) and the compiler drops the extra terms.
+fn accumulate(a: u32, s: vec2<f32>) {
     let o = a * TT;
-    acc[o] += dot32(0u);
+    acc[o] += s.x * dot32(0u) + s.y * block_sum(0u);
     if (TT > 1u) {
-        acc[o + 1u] += dot32(1u);
-        acc[o + 2u] += dot32(2u);
-        acc[o + 3u] += dot32(3u);
+        acc[o + 1u] += s.x * dot32(1u) + s.y * block_sum(1u);
+        acc[o + 2u] += s.x * dot32(2u) + s.y * block_sum(2u);
+        acc[o + 3u] += s.x * dot32(3u) + s.y * block_sum(3u);
     }
     if (TT > 4u) {
-        acc[o + 4u] += dot32(4u);
-        acc[o + 5u] += dot32(5u);
-        acc[o + 6u] += dot32(6u);
-        acc[o + 7u] += dot32(7u);
+        acc[o + 4u] += s.x * dot32(4u) + s.y * block_sum(4u);
+        acc[o + 5u] += s.x * dot32(5u) + s.y * block_sum(5u);
+        acc[o + 6u] += s.x * dot32(6u) + s.y * block_sum(6u);
+        acc[o + 7u] += s.x * dot32(7u) + s.y * block_sum(7u);
     }
 }
 
 // Block i of tile row r (rows past the end read the last row; their results are dropped at the store).
 fn row_block(r: u32, i: u32) {
-    let subs = BLOCK_ELEMS / 32u;
     let row = min(r0 + r, p.n - 1u);
-    let block = (i / subs) * BLOCK_BYTES;
-    dequant_sub(row * p.row_bytes + block, i % subs);
-    accumulate(r);
+    accumulate(r, decode_block(row, i));
     if (MODE == 2u) {
-        dequant_sub((row + p.glu_rows) * p.row_bytes + block, i % subs);
-        accumulate(R + r);
+        accumulate(R + r, decode_block(row + p.glu_rows, i));
     }
 }
 

@@ -17,3 +17,21 @@ fn dequant_sub(b: u32, sub: u32) {
         wv[4u + j] = (hi_nibbles(q) - 8.0) * d;
     }
 }
+
+// Split layout (rows_split.wgsl): quants as one vec4<u32> per block, d in the low half of a word apart.
+const SPLIT_QV: u32 = 1u;
+
+// The raw nibbles of the block whose quants are wq[q] and whose d is in w[s] into wv; returns (d, -8 d).
+fn dequant_split(q: u32, s: u32) -> vec2<f32> {
+    let v = wq[q];
+    wv[0] = lo_nibbles(v.x);
+    wv[1] = lo_nibbles(v.y);
+    wv[2] = lo_nibbles(v.z);
+    wv[3] = lo_nibbles(v.w);
+    wv[4] = hi_nibbles(v.x);
+    wv[5] = hi_nibbles(v.y);
+    wv[6] = hi_nibbles(v.z);
+    wv[7] = hi_nibbles(v.w);
+    let d = unpack2x16float(w[s]).x;
+    return vec2<f32>(d, -8.0 * d);
+}

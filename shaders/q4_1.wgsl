@@ -24,3 +24,20 @@ fn dequant_sub(b: u32, sub: u32) {
     wv[6] = hi_nibbles(q2) * dm.x + dm.y;
     wv[7] = hi_nibbles(q3) * dm.x + dm.y;
 }
+
+// Split layout (rows_split.wgsl): quants as one vec4<u32> per block, the (d, m) word apart.
+const SPLIT_QV: u32 = 1u;
+
+// The raw nibbles of the block whose quants are wq[q] and whose (d, m) word is w[s] into wv; returns (d, m).
+fn dequant_split(q: u32, s: u32) -> vec2<f32> {
+    let v = wq[q];
+    wv[0] = lo_nibbles(v.x);
+    wv[1] = lo_nibbles(v.y);
+    wv[2] = lo_nibbles(v.z);
+    wv[3] = lo_nibbles(v.w);
+    wv[4] = hi_nibbles(v.x);
+    wv[5] = hi_nibbles(v.y);
+    wv[6] = hi_nibbles(v.z);
+    wv[7] = hi_nibbles(v.w);
+    return unpack2x16float(w[s]);
+}

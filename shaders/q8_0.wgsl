@@ -34,3 +34,21 @@ fn dequant_sub(b: u32, sub: u32) {
     wv[6] = sbytes4(q8_word(w6, w7, aligned)) * d;
     wv[7] = sbytes4(q8_word(w7, w8, aligned)) * d;
 }
+
+// Split layout (rows_split.wgsl): quants as two vec4<u32> per block, d in the low half of a word apart.
+const SPLIT_QV: u32 = 2u;
+
+// The raw signed bytes of the block whose quants are wq[q], wq[q + 1] and whose d is in w[s] into wv; returns (d, 0).
+fn dequant_split(q: u32, s: u32) -> vec2<f32> {
+    let a = wq[q];
+    let b = wq[q + 1u];
+    wv[0] = sbytes4(a.x);
+    wv[1] = sbytes4(a.y);
+    wv[2] = sbytes4(a.z);
+    wv[3] = sbytes4(a.w);
+    wv[4] = sbytes4(b.x);
+    wv[5] = sbytes4(b.y);
+    wv[6] = sbytes4(b.z);
+    wv[7] = sbytes4(b.w);
+    return vec2<f32>(unpack2x16float(w[s]).x, 0.0);
+}

@@ -38,14 +38,15 @@ def matmul(rec: Recorder, w: Weight, x: Act, y: Act, *, y_offset: int = 0, mode:
         raise ValueError(f"'{w.name}': a gated matmul takes one stacked [gate; up] weight in one binding, no bias")
     glu_rows = w.rows // 2 if mode == GLU else 0
     t = tile or variants.variants(rec.device).matmul(x.rows)
-    kernel = rec.kernels.get("matmul.wgsl", QUANT=w.shader, R=t.rows, TT=t.tokens, WG=t.wg, XLOAD=t.xload,
-                             MODE=mode, BIAS=_wgsl_bool(bias is not None), NORM=_wgsl_bool(norm is not None))
+    kernel = rec.kernels.get("matmul.wgsl", QUANT=w.shader, LAYOUT=w.layout, R=t.rows, TT=t.tokens, WG=t.wg,
+                             XLOAD=t.xload, MODE=mode, BIAS=_wgsl_bool(bias is not None),
+                             NORM=_wgsl_bool(norm is not None))
     for part in w.parts:
         n_out = glu_rows if mode == GLU else part.rows
         params = rec.params(w.name, "8If", w.k, n_out, w.row_bytes, x.cols, y.cols, y_offset + part.row_start,
                             glu_rows, bias_offset + part.row_start, eps)
         rec.add(kernel, (params, rows_from or rec.step, part.buffer, x.buffer, y.buffer, bias or rec.empty(),
-                         norm or rec.empty()), (cdiv(n_out, t.wg * t.rows), cdiv(x.rows, t.tokens), 1))
+                         norm or rec.empty(), part.buffer), (cdiv(n_out, t.wg * t.rows), cdiv(x.rows, t.tokens), 1))
 
 
 def _wgsl_bool(v: bool) -> str:
@@ -54,10 +55,11 @@ def _wgsl_bool(v: bool) -> str:
 
 def embed(rec: Recorder, w: Weight, tokens, y: Act, scale: float = 1.0) -> None:
     """y[t] = W[id of token t] * scale; each part of a split table fills the tokens whose rows it holds."""
-    kernel = rec.kernels.get("embed.wgsl", QUANT=w.shader)
+    kernel = rec.kernels.get("embed.wgsl", QUANT=w.shader, LAYOUT=w.layout)
     for part in w.parts:
         params = rec.params(w.name, "4If", w.k, w.row_bytes, part.row_start, part.rows, scale)
-        rec.add(kernel, (params, rec.step, part.buffer, tokens, y.buffer), (cdiv(w.k // 32, 64), y.rows, 1))
+        rec.add(kernel, (params, rec.step, part.buffer, tokens, y.buffer, part.buffer),
+                (cdiv(w.k // 32, 64), y.rows, 1))
 
 
 

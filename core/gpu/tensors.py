@@ -1,6 +1,7 @@
 """GPU-resident tensors: quantized weights (GGUF blocks as stored, split by rows when larger than one binding)."""
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass
 
 from ..errors import ModelTooLargeError, UnsupportedModelError
@@ -23,18 +24,30 @@ class WeightPart:
     rows: int
 
 
+# Types that have a split layout (shaders/rows_split.wgsl): per type, the leading bytes of a block that form its
+# scale word, the byte where its quants start, and its quants in 16-byte groups.
+SPLIT_TYPES = {
+    GGMLType.Q4_0: (2, 2, 1), GGMLType.Q4_1: (4, 4, 1), GGMLType.Q8_0: (2, 2, 2),
+}
+
+
 @dataclass
 class Weight:
-    """A 2-D weight of `rows` x `k` elements in GGML type `type`; row r is `row_bytes` bytes."""
+    """A 2-D weight of `rows` x `k` elements in GGML type `type`; row r is `row_bytes` bytes.
+
+    `layout` is "gguf" (rows exactly as in the file) or "split" (see `split_weight`)."""
 
     name: str
     type: GGMLType
     k: int  # elements per row (GGUF ne[0])
     rows: int
     parts: list[WeightPart]
+    layout: str = "gguf"
 
     @property
     def row_bytes(self) -> int:
+        if self.layout == "split":
+            return split_row_bytes(self.type, self.k)
         elems, nbytes = BLOCK_LAYOUT[self.type]
         return self.k // elems * nbytes
 
@@ -98,3 +111,40 @@ def upload_weight(device: Device, name: str, ggml_type: GGMLType, k: int, pieces
                                   (hi - lo) * row_bytes)
             first += p.rows
     return w
+
+
+def split_row_bytes(ggml_type: GGMLType, k: int) -> int:
+    """Bytes per row in the split layout: the quants of every block, then one scale word per block, padded to 16."""
+    blocks, quant_vec4s = k // 32, SPLIT_TYPES[ggml_type][2]
+    return blocks * quant_vec4s * 16 + -(-blocks * 4 // 16) * 16
+
+
+def split_weight(device: Device, kernels, w: Weight) -> Weight:
+    """`w` rewritten on the GPU into the split layout (shaders/rows_split.wgsl), which CPU emulators read with aligned
+    vector loads; the GGUF buffers are dropped. `kernels` is the device's kernel cache (llmchat.gpu.kernels)."""
+    from .device import Dispatch
+    from .recorder import cdiv
+
+    scale_bytes, quant_offset, quant_vec4s = SPLIT_TYPES[w.type]
+    src_row_bytes, dst_row_bytes = w.row_bytes, split_row_bytes(w.type, w.k)
+    if dst_row_bytes > device.info.max_binding_size:
+        raise ModelTooLargeError(f"one row of '{w.name}' ({dst_row_bytes} bytes) exceeds the adapter's binding "
+                                 f"limit ({device.info.max_binding_size} bytes)")
+    kernel = kernels.get("repack_split.wgsl")
+    per_part = device.info.max_binding_size // dst_row_bytes
+    out = Weight(w.name, w.type, w.k, w.rows, [], layout="split")
+    dispatches = []
+    for src in w.parts:
+        for first in range(0, src.rows, per_part):
+            n = min(per_part, src.rows - first)
+            buf = device.buffer(n * dst_row_bytes, f"{w.name}[{src.row_start + first}:+{n}] split")
+            out.parts.append(WeightPart(buf, src.row_start + first, n))
+            params = device.buffer(48, f"{w.name}.repack", uniform=True)
+            device.write(params, struct.pack("<12I", w.k // 32, n, src_row_bytes, dst_row_bytes,
+                                             BLOCK_LAYOUT[w.type][1], scale_bytes, quant_offset, quant_vec4s,
+                                             first, 0, 0, 0))
+            groups = cdiv(n * (w.k // 32), 64)
+            grid = (groups, 1, 1) if groups <= 65535 else (65535, cdiv(groups, 65535), 1)
+            dispatches.append(Dispatch(kernel, (params, src.buffer, buf), grid))
+    device.run(device.program(dispatches))
+    return out

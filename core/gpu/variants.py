@@ -5,11 +5,11 @@ What wins differs by orders of magnitude between real GPUs and CPU emulations of
   neighbouring invocations read neighbouring rows.
 - On CPU emulators invocations are SIMD lanes, and every load from a storage buffer becomes a scalar loop over the
   lanes (Mesa 22's lavapipe), so loads, not arithmetic, set the speed. A matmul invocation there computes 8 rows
-  (decode) or a 4-row x 8-token tile (prefill) so each load of x serves many multiply-adds; where subgroups have
+  (decode) or an 8-row x 8-token tile (prefill) so each load of x serves many multiply-adds; where subgroups have
   at least 8 lanes, the lanes of a subgroup load a block of x together and broadcast it (matmul_x_shared.wgsl).
   Measured on lavapipe (2 cores), decode matvec of 576 x 1536 Q4_1: 0.7 G multiply-adds/s with one row per
   invocation, 2.8 with 8 rows, 3.2 with 8 rows and shared x loads; prefill tile of 4 rows x 8 tokens: 8.5 with
-  shared loads, 3.2 without.
+  shared loads, 3.2 without; 8 rows x 8 tokens another 1.15x.
 """
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ class Variants:
         xload = "shared" if self.shared_loads else "plain"
         if tokens == 1:
             return MatmulTile(rows=8, tokens=1, wg=8, xload=xload)
-        return MatmulTile(rows=4, tokens=4 if tokens <= 4 else 8, wg=8, xload=xload)
+        return MatmulTile(rows=8, tokens=4 if tokens <= 4 else 8, wg=8, xload=xload)
 
     def attention_splits(self, rows: int, n_head: int, max_context: int) -> int:
         """Ranges each token's positions are cut into (attention.wgsl). On CPU emulators a range of 128 positions
@@ -54,6 +54,13 @@ class Variants:
         if not self.software:
             return attention_splits(rows, n_head, max_context)
         return max(1, min(8, -(-max_context // (128 * rows))))
+
+    @property
+    def split_weights(self) -> bool:
+        """Whether weights of the types that have one are rewritten into the split layout after upload
+        (tensors.split_weight): on CPU emulators, where it turns 5-9 scalar loads per block into 1-2 vector loads
+        and a word (decode matvec 576 x 1536 Q4_1 on lavapipe: 2.9 -> 4.1 G multiply-adds per CPU-second)."""
+        return self.software
 
     @property
     def fold_norms(self) -> bool:

@@ -17,7 +17,8 @@ from ..gguf import GGUFFile
 from ..gpu import ops
 from ..gpu.device import Buffer, Device
 from ..gpu.recorder import Act, Recorder
-from ..gpu.tensors import Piece, Weight, upload_weight
+from ..gpu.kernels import Kernels
+from ..gpu.tensors import SPLIT_TYPES, Piece, Weight, split_row_bytes, split_weight, upload_weight
 from ..gpu.variants import variants
 
 
@@ -155,6 +156,8 @@ class _Loader:
 
     def __init__(self, gguf: GGUFFile, device: Device):
         self.gguf, self.device, self.bytes = gguf, device, 0
+        self.split = variants(device).split_weights
+        self.kernels = Kernels(device) if self.split else None
 
     def _info(self, name: str):
         info = self.gguf.tensors.get(name)
@@ -170,14 +173,22 @@ class _Loader:
         pieces = [Piece(i.shape[1], self.gguf.sources[i.shard], i.offset) for i in infos]
         w = upload_weight(self.device, "+".join(names), infos[0].type, k, pieces)
         self.bytes += w.nbytes
+        if self.split and w.type in SPLIT_TYPES:
+            w = split_weight(self.device, self.kernels, w)
         return w
 
     def stacked(self, names: list[str]) -> list[Weight]:
         infos = [self._info(n) for n in names]
-        stack_bytes = sum(i.nbytes for i in infos)
+        stack_bytes = sum(self._stored_bytes(i) for i in infos)
         if len({i.type for i in infos}) == 1 and stack_bytes <= self.device.info.max_binding_size:
             return [self.weight(names)]
         return [self.weight([n]) for n in names]
+
+    def _stored_bytes(self, info) -> int:
+        """Bytes the tensor takes on the GPU: as in the file, or in the split layout."""
+        if self.split and info.type in SPLIT_TYPES and len(info.shape) == 2:
+            return info.shape[1] * split_row_bytes(info.type, info.shape[0])
+        return info.nbytes
 
     def vector(self, name: str) -> Buffer:
         info = self._info(name)
