@@ -44,6 +44,10 @@ export class GPUBridge {
     this.kernels = [null];
     this.programs = [null];
     this.lostReason = null; // null while the device is alive; the browser's message afterwards
+    // Where load time goes: pipeline compilation (wall time of each parallel batch, summed) and weight upload.
+    this.stats = { kernels: 0, compile_ms: 0, uploads: 0, upload_bytes: 0, upload_ms: 0, programs: 0 };
+    this.compiling = 0; // pipelines being compiled right now
+    this.compileStart = 0;
     this.onlost = null;
     device.lost.then((info) => {
       this.lostReason = info.message || info.reason || "unknown reason";
@@ -81,6 +85,7 @@ export class GPUBridge {
   // Copy `length` bytes at `srcOffset` of a model store file into buffer `id` at `offset`, chunk by chunk.
   async writeFrom(id, offset, store, srcOffset, length) {
     this.#alive();
+    const t0 = performance.now();
     const buffer = this.buffers[id];
     for (let done = 0; done < length; done += UPLOAD_CHUNK) {
       const n = Math.min(UPLOAD_CHUNK, length - done);
@@ -88,34 +93,51 @@ export class GPUBridge {
       this.queue.writeBuffer(buffer, offset + done, bytes, 0, (n + 3) & ~3);
       store.uploaded(n);
     }
+    this.stats.uploads++;
+    this.stats.upload_bytes += length;
+    this.stats.upload_ms += performance.now() - t0;
   }
 
-  // Compile WGSL into a pipeline with an explicit layout (binding kinds from the shader text, see kernels.py).
-  async kernel(name, code, kinds, constants) {
+  // Start compiling WGSL into a pipeline with an explicit layout (binding kinds from the shader text, see
+  // kernels.py) and return its id at once: pipelines compile in parallel, and program() waits for the ones it uses.
+  kernel(name, code, kinds, constants) {
     this.#alive();
+    const t0 = performance.now();
     const module = this.device.createShaderModule({ code, label: name });
     const layout = this.device.createBindGroupLayout({
       label: name,
       entries: kinds.map((type, binding) => ({ binding, visibility: GPUShaderStage.COMPUTE, buffer: { type } })),
     });
-    let pipeline;
-    try {
-      pipeline = await this.device.createComputePipelineAsync({
-        label: name,
-        layout: this.device.createPipelineLayout({ bindGroupLayouts: [layout], label: name }),
-        compute: { module, entryPoint: "main", constants },
-      });
-    } catch (error) {
+    const kernel = { name, layout, pipeline: null };
+    kernel.ready = this.device.createComputePipelineAsync({
+      label: name,
+      layout: this.device.createPipelineLayout({ bindGroupLayouts: [layout], label: name }),
+      compute: { module, entryPoint: "main", constants },
+    }).then((pipeline) => {
+      kernel.pipeline = pipeline;
+      this.stats.kernels++;
+    }, async (error) => {
       const info = await module.getCompilationInfo();
       const messages = info.messages.map((m) => `${m.type} at ${m.lineNum}:${m.linePos}: ${m.message}`);
-      throw new Error([error.message, ...messages].join("\n"));
-    }
-    return this.kernels.push({ pipeline, layout, name }) - 1;
+      throw Object.assign(new Error([`kernel '${name}' failed to compile: ${error.message}`, ...messages]
+        .join("\n")), { name: "ShaderError" });
+    });
+    if (this.compiling++ === 0) this.compileStart = t0;
+    kernel.ready.catch(() => {}).finally(() => { // errors are reported by the program that uses the kernel
+      if (--this.compiling === 0) this.stats.compile_ms += performance.now() - this.compileStart;
+    });
+    return this.kernels.push(kernel) - 1;
   }
 
   // Build the bind groups of a recorded dispatch list once; see BrowserDevice.program for the flat layout.
   async program(flat, names) {
     this.#alive();
+    const used = new Set();
+    for (let i = 1, d = 0; d < flat[0]; d++) {
+      used.add(this.kernels[flat[i]]);
+      i += 5 + 3 * flat[i + 4];
+    }
+    await Promise.all([...used].map((kernel) => kernel.ready));
     this.device.pushErrorScope("validation");
     const steps = [];
     let i = 1;
@@ -133,6 +155,7 @@ export class GPUBridge {
     }
     const error = await this.device.popErrorScope();
     if (error) throw new Error(`binding buffers to the recorded kernels failed: ${error.message}`);
+    this.stats.programs++;
     return this.programs.push(steps) - 1;
   }
 

@@ -82,6 +82,7 @@ async function load({ model, integrity, context = 2048, pyodideURL, distURL }) {
   lap("gpu_load_s");
   post({ type: "ready", info: { ...plan, ...loaded, software, fromCache: store.fromCache,
     requests: store.requests, resumes: store.resumes, sha256: store.meta?.sha256 ?? null, phases,
+    gpu: { ...bridge.stats },
     load_ms: performance.now() - t0 } });
 }
 

@@ -8,7 +8,8 @@ the recorded dispatch list), JS acts. Objects stay on the JS side in tables and 
   one call to `run` (writes + replay) and one to `read` (wait + copy back), whatever the model's depth.
 - `write_from` with a browser source moves weights from the browser's model store straight into GPU buffers;
   the bytes never become Python objects.
-- Asynchronous WebGPU results (pipeline compilation, buffer mapping) are awaited with `pyodide.ffi.run_sync`,
+- Pipelines compile in parallel: `kernel` returns at once and `program` waits for the kernels it uses.
+- Asynchronous WebGPU results (pipelines, bind-group validation, buffer mapping) are awaited with `run_sync`,
   which suspends the WebAssembly stack (JSPI) so the core keeps its synchronous shape. Callers must enter Python
   through a promising call (the worker does).
 
@@ -112,14 +113,11 @@ class BrowserDevice(Device):
 
     # -- kernels and programs --------------------------------------------------------------------------------------
     def kernel(self, name: str, source: str, constants: dict | None = None) -> Kernel:
+        """Starts compiling and returns at once: pipelines compile in parallel, and `program` waits for them (a
+        compile error surfaces there as ShaderError, naming the kernel)."""
         kinds = self._to_js(binding_kinds(source))
         consts = self._to_js(constants or {}, dict_converter=_js_object)
-        try:
-            handle = self._run_sync(self._bridge.kernel(name, source, kinds, consts))
-        except self._JsException as e:
-            if self._bridge.lostReason is not None:
-                raise DeviceLostError(f"the GPU device was lost: {self._bridge.lostReason}") from None
-            raise ShaderError(f"kernel '{name}' failed to compile:\n{e}") from None
+        handle = self._call(lambda: self._bridge.kernel(name, source, kinds, consts))
         return Kernel(name=name, handle=handle)
 
     def program(self, dispatches: list[Dispatch]) -> BrowserProgram:
@@ -172,6 +170,8 @@ class BrowserDevice(Device):
         reason = self._bridge.lostReason
         if reason is not None:
             return DeviceLostError(f"the GPU device was lost: {reason}")
+        if getattr(e, "name", "") == "ShaderError":
+            return ShaderError(str(e))
         return GPUError(str(e))
 
 
