@@ -305,6 +305,19 @@ def test_a_wrong_integrity_discards_the_download(browser_env, server, tmp_path):
         context.close()
 
 
+def test_a_file_that_is_not_a_model_is_refused_after_its_first_bytes(browser_env, server, tmp_path):
+    context = _launch(browser_env, tmp_path / "profile")
+    try:
+        page = context.new_page()
+        server.log.clear()
+        page.goto(f"{server.url}/index.html?model=/llm-chat.js")  # served with Range, but JavaScript
+        page.wait_for_function("window.__events.some(e => e[0] === 'llm-error')")
+        error = events(page, "llm-error")[0]
+        assert error["code"] == "bad-model" and "GGUF" in error["message"], error
+        assert [r for p, r in server.log.requests if p == "/llm-chat.js" and r] == ["bytes=0-1048575"]
+    finally:
+        context.close()
+
 def test_controls_are_labelled_and_the_element_is_themeable(browser_env, server, tmp_path):
     context = _launch(browser_env, tmp_path / "profile")
     try:

@@ -124,7 +124,13 @@ export class ModelStore {
       return;
     }
     const hash = this.expected ? await this.#hashPrefix() : null;
-    const handle = await this.fileHandle.createSyncAccessHandle();
+    let handle;
+    try {
+      handle = await this.fileHandle.createSyncAccessHandle();
+    } catch (error) {
+      throw new ModelError("busy", "the model is being downloaded by another tab of this site; close it or wait " +
+        `for it to finish (${error.message})`);
+    }
     try {
       handle.truncate(this.have);
       let failures = 0;

@@ -126,8 +126,7 @@ function report(error, id) {
   if (error.type) {
     const last = message.trim().split("\n").pop();
     message = last.replace(/^[\w.]+: /, "");
-    code = { ModelTooLargeError: "too-large", UnsupportedModelError: "unsupported", DeviceLostError: "device-lost",
-      ContextOverflowError: "context-overflow", InvalidRequestError: "invalid-request" }[error.type] || "python";
+    code = PYTHON_ERRORS[error.type] || "python";
   }
   if (bridge?.lostReason) {
     code = "device-lost";
@@ -135,6 +134,14 @@ function report(error, id) {
   }
   post({ type: "error", id, code, message });
 }
+
+// llmchat's exception classes (core/errors.py) as the error codes pages see.
+const PYTHON_ERRORS = {
+  ModelTooLargeError: "too-large", UnsupportedModelError: "unsupported", GGUFError: "bad-model",
+  SourceError: "network", DeviceLostError: "device-lost", ShaderError: "shader", GPUError: "gpu",
+  ContextOverflowError: "context-overflow", InvalidRequestError: "invalid-request",
+  ChatTemplateError: "chat-template", TokenizerError: "tokenizer",
+};
 
 function lostMessage(reason) {
   return `The GPU stopped working (device lost: ${String(reason).replace(/\.$/, "")}). Reload the page to start ` +
