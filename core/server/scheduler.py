@@ -322,7 +322,12 @@ class Scheduler:
                 return None, []
             seq = self._waiting.popleft()
             self._dequeued()
-            self._admit(seq, decoding)
+            try:
+                self._admit(seq, decoding)
+            except LLMChatError as exc:  # no slot could be had (the slot count makes this unreachable)
+                self._emit(seq, ErrorEvent(exc))
+                self.metrics.sequences.inc(1, "error")
+                return None, []
             self._prefilling = seq
         budget = self.engine.max_step - len(decoding)
         if decoding:
