@@ -46,6 +46,7 @@ export class GPUBridge {
     this.lostReason = null; // null while the device is alive; the browser's message afterwards
     // Where load time goes: pipeline compilation (wall time of each parallel batch, summed) and weight upload.
     this.stats = { kernels: 0, compile_ms: 0, uploads: 0, upload_bytes: 0, upload_ms: 0, programs: 0 };
+    this.checks = []; // pending error scopes (see #check)
     this.compiling = 0; // pipelines being compiled right now
     this.compileStart = 0;
     this.onlost = null;
@@ -70,7 +71,10 @@ export class GPUBridge {
 
   createBuffer(size, label, uniform) {
     this.#alive();
+    this.device.pushErrorScope("out-of-memory");
     const buffer = this.device.createBuffer({ size, label, usage: uniform ? UNIFORM : STORAGE });
+    this.#check(this.device.popErrorScope(), "OutOfMemory",
+      `the GPU ran out of memory allocating '${label}' (${size} bytes); try a smaller model or context-size`);
     return this.buffers.push(buffer) - 1;
   }
 
@@ -132,6 +136,7 @@ export class GPUBridge {
   // Build the bind groups of a recorded dispatch list once; see BrowserDevice.program for the flat layout.
   async program(flat, names) {
     this.#alive();
+    await this.#settle();
     const used = new Set();
     for (let i = 1, d = 0; d < flat[0]; d++) {
       used.add(this.kernels[flat[i]]);
@@ -162,6 +167,7 @@ export class GPUBridge {
   // One step: apply the queued writes, then encode and submit every dispatch of the program.
   run(id, blob, meta) {
     this.#alive();
+    this.device.pushErrorScope("validation");
     this.flushWrites(blob, meta);
     const encoder = this.device.createCommandEncoder();
     const pass = encoder.beginComputePass();
@@ -176,12 +182,14 @@ export class GPUBridge {
     }
     pass.end();
     this.queue.submit([encoder.finish()]);
+    this.#check(this.device.popErrorScope(), "GPUError", "running a recorded program failed");
   }
 
   // Wait for submitted work and copy `size` bytes of buffer `id` back (after applying any queued writes).
   async read(id, offset, size, blob, meta) {
     this.#alive();
     this.flushWrites(blob, meta);
+    await this.#settle(); // an error in the work being read means the bytes would be garbage
     const staging = this.device.createBuffer({ size, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
     const encoder = this.device.createCommandEncoder();
     encoder.copyBufferToBuffer(this.buffers[id], offset, staging, 0, size);
@@ -201,6 +209,17 @@ export class GPUBridge {
     for (const buffer of this.buffers) buffer?.destroy();
     this.buffers = [null];
     this.device.destroy();
+  }
+
+  // WebGPU reports errors asynchronously; checks pile up here and the next program() or read() settles them, so
+  // a failure surfaces, with what was being done, at the next point where Python waits anyway.
+  #check(scope, name, what) {
+    this.checks.push(scope.then((error) => error && Object.assign(new Error(`${what}: ${error.message}`), { name })));
+  }
+
+  async #settle() {
+    const errors = (await Promise.all(this.checks.splice(0))).filter(Boolean);
+    if (errors.length) throw errors[0];
   }
 
   #alive() {

@@ -13,13 +13,14 @@ the recorded dispatch list), JS acts. Objects stay on the JS side in tables and 
   which suspends the WebAssembly stack (JSPI) so the core keeps its synchronous shape. Callers must enter Python
   through a promising call (the worker does).
 
-Every JS failure becomes a `GPUError`; a lost device becomes `DeviceLostError` carrying the browser's reason.
+Every JS failure becomes a `GPUError` (WebGPU's asynchronous errors surface at the next `program` or `read`);
+running out of GPU memory is `ModelTooLargeError`, a lost device `DeviceLostError` carrying the browser's reason.
 """
 from __future__ import annotations
 
 from array import array
 
-from ..errors import DeviceLostError, GPUError, NoAdapterError, ShaderError
+from ..errors import DeviceLostError, GPUError, ModelTooLargeError, NoAdapterError, ShaderError
 from .device import AdapterInfo, Buffer, Device, Dispatch, Kernel, Program, View
 from .kernels import binding_kinds
 
@@ -170,8 +171,11 @@ class BrowserDevice(Device):
         reason = self._bridge.lostReason
         if reason is not None:
             return DeviceLostError(f"the GPU device was lost: {reason}")
-        if getattr(e, "name", "") == "ShaderError":
+        kind = getattr(e, "name", "")
+        if kind == "ShaderError":
             return ShaderError(str(e))
+        if kind == "OutOfMemory":
+            return ModelTooLargeError(str(e))
         return GPUError(str(e))
 
 
