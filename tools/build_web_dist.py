@@ -111,7 +111,9 @@ def build(dist: Path) -> None:
         entry = next(p for p in lock["packages"].values() if p["file_name"] == wheel.name)
         assert entry["sha256"] == sha256(wheel), wheel
     # What the service worker precaches, and what a page can check before it trusts the folder.
-    manifest = {"pyodide": json.loads((PYODIDE_NPM / "package.json").read_text())["version"],
+    # `build` names this exact set of bytes: the service worker keeps one cache per build and swaps them whole.
+    build = hashlib.sha256(b"".join(sha256(p).encode() for p in sorted(target.iterdir()))).hexdigest()[:16]
+    manifest = {"build": build, "pyodide": json.loads((PYODIDE_NPM / "package.json").read_text())["version"],
                 "python": lock["info"]["python"],
                 "files": sorted(p.name for p in target.iterdir())}
     (dist / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")

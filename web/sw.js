@@ -2,30 +2,60 @@
 // so a second visit starts without the network. Models are not cached here: model-store.js keeps them in OPFS,
 // resumable and readable by range, and their (Range) requests pass straight through.
 //
-// Shell files are answered from the cache and refreshed in the background (a new version shows on the next
-// visit); web/dist files only change with a new build and are answered from the cache alone.
+// Two kinds of files, two policies:
+// - the shell (pages, scripts, manifest) is answered from the cache and refreshed in the background, so a new
+//   version shows on the next visit;
+// - web/dist (interpreter, wheels, lock file) must stay consistent with itself: the lock file names each wheel's
+//   sha256. dist/manifest.json carries a build id; each build gets its own cache, filled completely before it
+//   replaces the previous one. Every page load checks the id (one small request; offline, the cache stands).
 
-const CACHE = "llmchat-v1";
+const SHELL_CACHE = "llmchat-shell-v1";
+const DIST_PREFIX = "llmchat-dist-";
 const SHELL = ["./", "index.html", "llm-chat.js", "engine.js", "worker.js", "gpu.js", "model-store.js", "sha256.js",
   "manifest.webmanifest", "icon.svg"];
-const DIST = "dist/";
+const DIST = new URL("dist/", self.registration.scope).href;
+
+let distCache = null; // the cache of the build in use
+
+async function currentDist() {
+  if (!distCache) {
+    const name = (await caches.keys()).find((key) => key.startsWith(DIST_PREFIX));
+    distCache = name ? await caches.open(name) : null;
+  }
+  return distCache;
+}
+
+// Make the newest build of web/dist the cached one (a no-op when it already is).
+async function syncDist() {
+  const manifest = await (await fetch(DIST + "manifest.json", { cache: "no-cache" })).json();
+  const name = DIST_PREFIX + manifest.build;
+  const keys = await caches.keys();
+  if (!keys.includes(name)) {
+    const fresh = await caches.open(name);
+    try {
+      await fresh.addAll(manifest.files.map((file) => `${DIST}pyodide/${file}`));
+    } catch (error) {
+      await caches.delete(name); // half a build is worse than the old one
+      throw error;
+    }
+  }
+  distCache = await caches.open(name);
+  for (const key of keys) if (key.startsWith(DIST_PREFIX) && key !== name) await caches.delete(key);
+}
 
 self.addEventListener("install", (event) => {
   event.waitUntil((async () => {
-    const cache = await caches.open(CACHE);
-    await cache.addAll(SHELL);
-    // dist/manifest.json (written by tools/build_web_dist.py) lists the interpreter's files and the wheels.
-    const response = await fetch(DIST + "manifest.json", { cache: "no-cache" });
-    const manifest = await response.clone().json();
-    await cache.put(DIST + "manifest.json", response);
-    await cache.addAll(manifest.files.map((name) => `${DIST}pyodide/${name}`));
+    await (await caches.open(SHELL_CACHE)).addAll(SHELL);
+    await syncDist();
     await self.skipWaiting();
   })());
 });
 
 self.addEventListener("activate", (event) => {
   event.waitUntil((async () => {
-    for (const name of await caches.keys()) if (name !== CACHE) await caches.delete(name);
+    for (const key of await caches.keys()) {
+      if (key !== SHELL_CACHE && !key.startsWith(DIST_PREFIX)) await caches.delete(key);
+    }
     await self.clients.claim();
   })());
 });
@@ -37,11 +67,14 @@ self.addEventListener("fetch", (event) => {
       url.pathname.endsWith(".gguf")) {
     return; // models and anything dynamic: the network, untouched
   }
-  const inDist = url.pathname.includes(`/${DIST}`) && !url.pathname.endsWith("/manifest.json");
+  if (request.url.startsWith(DIST)) {
+    event.respondWith((async () => (await (await currentDist())?.match(request)) || fetch(request))());
+    return;
+  }
+  if (request.mode === "navigate") event.waitUntil(syncDist().catch(() => {})); // offline: keep what we have
   event.respondWith((async () => {
-    const cache = await caches.open(CACHE);
+    const cache = await caches.open(SHELL_CACHE);
     const cached = await cache.match(request, { ignoreSearch: request.mode === "navigate" });
-    if (cached && inDist) return cached;
     const network = fetch(request).then((response) => {
       if (response.ok && response.type === "basic") cache.put(request, response.clone());
       return response;
