@@ -180,7 +180,7 @@ class LLM:
         k = params.candidates_k  # 0 when sampling needs the whole row (penalties, or no top-k with temperature)
         logits = self.prefill(slot, ids[cached:], start=cached, top_k=k)[-1]
         t1 = time.perf_counter()
-        text, pending, n_out, finish = "", "", 0, "length"
+        text, pending, n_out, finish, stopped_by_string = "", "", 0, "length", False
         pos = len(ids)
         while True:
             if k:
@@ -200,7 +200,7 @@ class LLM:
                 text += pending[:hit]
                 if pending[:hit]:
                     yield Event(pending[:hit], token, logprob)
-                finish = "stop"
+                finish, stopped_by_string = "stop", True
                 break
             safe = len(pending) - _held_back(pending, stops)
             if safe > 0 or not stops:
@@ -211,7 +211,7 @@ class LLM:
                 break
             logits = self.engine.step([Feed(slot, [token], pos)], top_k=k)[0]
             pos += 1
-        if pending and finish == "length":
+        if pending and not stopped_by_string:  # text held back for a stop string that never came
             text += pending
             yield Event(pending)
         if history is not None:

@@ -85,8 +85,9 @@ class SamplingParams:
         _require(_is_int(self.top_k) and self.top_k >= 0, "top_k", "an integer >= 0 (0 disables it)", self.top_k)
         _require(_is_real(self.top_p) and 0 <= self.top_p <= 1, "top_p", "a number in [0, 1]", self.top_p)
         _require(_is_real(self.min_p) and 0 <= self.min_p <= 1, "min_p", "a number in [0, 1]", self.min_p)
-        _require(_is_real(self.repetition_penalty) and self.repetition_penalty > 0,
-                 "repetition_penalty", "a finite number > 0 (1 disables it)", self.repetition_penalty)
+        # Bounded so that dividing or multiplying any finite logit by it stays finite.
+        _require(_is_real(self.repetition_penalty) and 1e-3 <= self.repetition_penalty <= 1e3,
+                 "repetition_penalty", "a number in [0.001, 1000] (1 disables it)", self.repetition_penalty)
         _require(_is_real(self.presence_penalty), "presence_penalty", "a finite number", self.presence_penalty)
         _require(_is_real(self.frequency_penalty), "frequency_penalty", "a finite number", self.frequency_penalty)
         _require(_is_int(self.penalty_last_n) and self.penalty_last_n >= -1,

@@ -102,3 +102,26 @@ def test_chat_reuses_the_conversation_cache(tmp_path, device):
     edited = [{"role": "user", "content": "hi"}] + messages[1:]
     third = list(llm.chat(edited, max_tokens=6))
     assert [e.token for e in third] == [e.token for e in llm.generate(edited, max_tokens=6)]
+
+
+def test_text_held_back_for_a_stop_string_is_released_at_end_of_generation(tmp_path, device):
+    path = write_model(tmp_path / "m.gguf", qtype=Q.Q8_0)
+    llm = LLM(str(path), device=device, context=64)
+
+    def run(seed, **kw):
+        # A random model is very sure of itself; a high temperature makes the tokens vary.
+        return list(llm.generate("hello", max_tokens=6, temperature=100.0, top_k=40, seed=seed, **kw))
+
+    # A seeded run whose 4th token differs from the first three and whose 3rd piece is not empty.
+    for seed in range(50):
+        events = [e for e in run(seed) if e.token is not None]
+        tokens, pieces = [e.token for e in events], [e.text for e in events]
+        if len(tokens) == 6 and pieces[2] and tokens[3] not in tokens[:3]:
+            break
+    else:
+        pytest.fail("no suitable seed")
+    # Token 3 now ends generation; piece 2 could begin the stop string, so it is held back until then.
+    llm.tokenizer.eog_ids = frozenset({tokens[3]})
+    out = run(seed, stop=[pieces[2] + "\x00 never"])
+    assert "".join(e.text for e in out) == "".join(pieces[:3])
+    assert out[-1].finish_reason == "stop"
