@@ -62,7 +62,7 @@ export class LLMChatElement extends HTMLElement {
     const root = this.attachShadow({ mode: "open" });
     root.innerHTML = `<style>${STYLE}</style>
       <div class="container" part="container">
-        <div class="status" part="status" role="status"></div>
+        <div class="status" part="status"><span role="status"></span> <span class="numbers" aria-hidden="true"></span></div>
         <progress part="progress" max="1" value="0" aria-label="Model download progress" hidden></progress>
         <div class="warning" part="warning" role="note" hidden></div>
         <ol class="log" part="log" aria-live="polite" aria-label="Conversation"></ol>
@@ -86,6 +86,9 @@ export class LLMChatElement extends HTMLElement {
         event.preventDefault();
         this.$("form").requestSubmit();
       }
+    });
+    root.addEventListener("keydown", (event) => {
+      if (event.key === "Escape" && this.current) this.stop();
     });
     this.$(".stop").addEventListener("click", () => this.stop());
   }
@@ -152,7 +155,9 @@ export class LLMChatElement extends HTMLElement {
     bar.value = fraction;
     const verb = detail.phase === "download" ? (detail.cached ? "Found in cache" : "Downloading") : "Loading onto the GPU";
     bar.setAttribute("aria-valuetext", `${verb}: ${Math.round(fraction * 100)}%`);
-    this.#status(`${verb}: ${mib(detail.loaded)} of ${mib(detail.total)} (${Math.floor(fraction * 100)}%)`);
+    // The live region hears each phase once; the running numbers are for the eyes (and the progress bar).
+    if (this.$(".status [role=status]").textContent !== `${verb}…`) this.#status(`${verb}…`);
+    this.$(".numbers").textContent = `${mib(detail.loaded)} of ${mib(detail.total)} (${Math.floor(fraction * 100)}%)`;
     this.#fire("llm-progress", { ...detail, fraction });
   }
 
@@ -244,9 +249,9 @@ export class LLMChatElement extends HTMLElement {
   }
 
   #status(text, state = "") {
-    const box = this.$(".status");
-    box.textContent = text;
-    box.dataset.state = state;
+    this.$(".status [role=status]").textContent = text;
+    this.$(".numbers").textContent = "";
+    this.$(".status").dataset.state = state;
   }
 
   #fire(type, detail) {

@@ -263,10 +263,15 @@ export class ModelStore {
     return { total, validator: response.headers.get("ETag") || response.headers.get("Last-Modified") || "" };
   }
 
+  // Sync access handles (workers only) rather than createWritable, which not every browser has.
   async #truncate(size) {
-    const writable = await this.fileHandle.createWritable({ keepExistingData: size > 0 });
-    await writable.truncate(size);
-    await writable.close();
+    const handle = await this.fileHandle.createSyncAccessHandle();
+    try {
+      handle.truncate(size);
+      handle.flush();
+    } finally {
+      handle.close();
+    }
   }
 
   async #readMeta() {
@@ -279,10 +284,16 @@ export class ModelStore {
   }
 
   async #writeMeta() {
-    const handle = await this.dir.getFileHandle(`${this.key}.json`, { create: true });
-    const writable = await handle.createWritable();
-    await writable.write(JSON.stringify({ ...this.meta, have: this.have }));
-    await writable.close();
+    const file = await this.dir.getFileHandle(`${this.key}.json`, { create: true });
+    const handle = await file.createSyncAccessHandle();
+    try {
+      const bytes = new TextEncoder().encode(JSON.stringify({ ...this.meta, have: this.have }));
+      handle.truncate(0);
+      handle.write(bytes, { at: 0 });
+      handle.flush();
+    } finally {
+      handle.close();
+    }
   }
 }
 

@@ -89,12 +89,17 @@ async function load({ model, integrity, context = 2048, pyodideURL, distURL }) {
 async function bootPython(pyodideURL, distURL) {
   const index = new URL(pyodideURL || distURL, self.location.href).href;
   const ours = new URL(distURL, self.location.href).href;
-  const { loadPyodide } = await import(index + "pyodide.mjs");
-  // The lock file and the wheels always come from our origin, wherever the interpreter comes from.
-  const py = await loadPyodide({ indexURL: index, lockFileURL: ours + "pyodide-lock.json", packageBaseUrl: ours,
-    stdout: () => {}, stderr: (text) => console.warn(text) });
-  await py.loadPackage(["llmchat"], { checkIntegrity: true, messageCallback: () => {} });
-  return py;
+  try {
+    const { loadPyodide } = await import(index + "pyodide.mjs");
+    // The lock file and the wheels always come from our origin, wherever the interpreter comes from.
+    const py = await loadPyodide({ indexURL: index, lockFileURL: ours + "pyodide-lock.json", packageBaseUrl: ours,
+      stdout: () => {}, stderr: (text) => console.warn(text) });
+    await py.loadPackage(["llmchat"], { checkIntegrity: true, messageCallback: () => {} });
+    return py;
+  } catch (error) {
+    throw new ModelError("runtime", `could not start the Python runtime from ${index} (is web/dist built and ` +
+      `served?): ${error.message}`);
+  }
 }
 
 // WebGPU does not say how much memory the GPU has. navigator.deviceMemory (capped at 8 GiB) bounds what an
