@@ -280,7 +280,7 @@ def test_without_webgpu_the_user_is_told_and_nothing_downloads(browser_env, serv
         context.close()
 
 
-def test_interrupted_download_resumes_and_is_verified(browser_env, server, smollm2_path, tmp_path):
+def test_interrupted_download_resumes_and_is_verified(browser_env, server, smollm2_path, tmp_path, shots):
     from llmchat.catalogue import CATALOGUE
     entry = CATALOGUE["smollm2"]
     context = _launch(browser_env, tmp_path / "profile")
@@ -289,6 +289,8 @@ def test_interrupted_download_resumes_and_is_verified(browser_env, server, smoll
         server.faults.drop_model_at = 40 << 20  # the server closes the connection 40 MiB into the file
         server.log.clear()
         page.goto(f"{server.url}/index.html?model={MODEL}&integrity=sha256:{entry.sha256}")
+        page.wait_for_function("window.__events.some(e => e[0] === 'llm-progress' && e[1].loaded > 0)")
+        page.screenshot(path=shots / "downloading.png")
         ready = wait_event(page, "llm-ready")
         assert server.faults.drop_model_at is None  # the fault fired
         assert ready["resumes"] >= 1

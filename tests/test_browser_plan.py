@@ -40,3 +40,20 @@ def test_a_kv_cache_layer_beyond_the_binding_limit_is_refused(model):
     tiny = AdapterInfo(name="tiny", backend="browser/webgpu", max_binding_size=1 << 20)
     with pytest.raises(ModelTooLargeError, match="context-size"):
         plan(model, tiny, context=2048)
+
+
+def test_adapter_description_becomes_adapter_info():
+    from llmchat.gpu.browser import adapter_info
+    limits = {"maxStorageBufferBindingSize": 1 << 30, "maxBufferSize": 1 << 30,
+              "maxComputeInvocationsPerWorkgroup": 256, "maxComputeWorkgroupStorageSize": 32768,
+              "maxStorageBuffersPerShaderStage": 10, "maxComputeWorkgroupsPerDimension": 65535}
+    swiftshader = {"vendor": "google", "architecture": "swiftshader", "isFallbackAdapter": False,
+                   "subgroupMinSize": 4, "subgroupMaxSize": 4, "features": ["subgroups"], "limits": limits}
+    info = adapter_info(swiftshader)
+    assert info.software and info.subgroups and not info.f16
+    assert (info.max_binding_size, info.max_storage_buffers, info.subgroup_min_size) == (1 << 30, 10, 4)
+    assert adapter_info(swiftshader, max_binding_size=1024).max_binding_size == 1024
+    gpu = {**swiftshader, "vendor": "apple", "architecture": "metal-3", "features": ["shader-f16"]}
+    info = adapter_info(gpu)
+    assert not info.software and info.f16 and not info.subgroups
+    assert adapter_info({**gpu, "isFallbackAdapter": True}).software
