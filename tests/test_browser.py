@@ -183,7 +183,7 @@ def test_js_api_streams_openai_shaped_chunks(shared, server, native):
     context, page = shared
     server.pages["/api.html"] = """<!doctype html><script type="module">
       import { createEngine } from "/llm-chat.js";
-      const engine = await createEngine({ model: "%s" });
+      const engine = window.engine = await createEngine({ model: "%s" });
       const raw = [];
       for await (const chunk of await engine.completions.create(
           { prompt: %s, max_tokens: 3, stream: true, ignore_eos: true })) raw.push(chunk);
@@ -199,6 +199,36 @@ def test_js_api_streams_openai_shaped_chunks(shared, server, native):
     page.goto(f"{server.url}/api.html")
     page.wait_for_function("window.result")
     result = page.evaluate("window.result")
+
+    # Crossings into JS per token: count the GPU bridge's calls during a completion whose programs exist already.
+    worker = next(w for w in page.workers if w.url.endswith("/worker.js"))
+    worker.evaluate("""() => {
+      const bridge = self.llmchatGPU;
+      self.calls = {};
+      for (const name of Object.getOwnPropertyNames(Object.getPrototypeOf(bridge))) {
+        if (name === "constructor" || typeof bridge[name] !== "function") continue;
+        const method = bridge[name];
+        bridge[name] = (...args) => {  // counted when called from outside the bridge (from Python)
+          if (self.inside) return method.apply(bridge, args);
+          self.calls[name] = (self.calls[name] || 0) + 1;
+          self.inside = true;
+          try {
+            return method.apply(bridge, args);
+          } finally {
+            self.inside = false;
+          }
+        };
+      }
+    }""")
+    usage = page.evaluate("""async (prompt) => {
+      let last = null;
+      for await (last of await window.engine.completions.create(
+          { prompt, max_tokens: 4, stream: true, ignore_eos: true }));
+      return last.usage;
+    }""", GOLDEN["prompts"][0]["text"])
+    # One prefill step and three decode steps, each a single call: the read that ends it (writes and the replay
+    # travel with it).
+    assert worker.evaluate("self.calls") == {"read": usage["completion_tokens"]} == {"read": 4}
     raw = result["raw"]
     ids = [c["llmchat"]["token"] for c in raw if "token" in c.get("llmchat", {})]
     assert ids == native["raw"] == GOLDEN["prompts"][0]["greedy_ids"][:3]

@@ -1,8 +1,8 @@
 // The JS half of the browser device (core/gpu/browser.py): WebGPU objects live here in tables, Python holds ids.
 //
-// Per decode step Python makes two calls: run(program, writes) replays a recorded dispatch list after applying
-// the step's queued buffer writes, and read(...) waits for the GPU and copies a few bytes back. The dispatch list
-// is handed over once by program(); its bind groups are built then and reused for every step.
+// Per decode step Python makes one call: read(...) applies the step's queued buffer writes and program replays
+// (see apply), waits for the GPU and copies a few bytes back. The dispatch list is handed over once by program();
+// its bind groups are built then and reused for every step.
 
 const STORAGE = GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST | GPUBufferUsage.COPY_SRC;
 const UNIFORM = GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST;
@@ -78,11 +78,14 @@ export class GPUBridge {
     return this.buffers.push(buffer) - 1;
   }
 
-  // Queued writes from Python: `blob` holds their bytes back to back, `meta` (buffer, offset, start, length) each.
-  flushWrites(blob, meta) {
+  // Work Python queued since its last call, in order: `meta` holds four integers per item, either a buffer write
+  // (buffer, offset, start, length: bytes [start, start + length) of `blob`) or, with buffer id 0, a replay of
+  // program `offset`. A decode step therefore reaches JS once, with the read that ends it.
+  apply(blob, meta) {
     if (!meta) return;
     for (let i = 0; i < meta.length; i += 4) {
-      this.queue.writeBuffer(this.buffers[meta[i]], meta[i + 1], blob, meta[i + 2], meta[i + 3]);
+      if (meta[i] === 0) this.#replay(meta[i + 1]);
+      else this.queue.writeBuffer(this.buffers[meta[i]], meta[i + 1], blob, meta[i + 2], meta[i + 3]);
     }
   }
 
@@ -164,11 +167,10 @@ export class GPUBridge {
     return this.programs.push(steps) - 1;
   }
 
-  // One step: apply the queued writes, then encode and submit every dispatch of the program.
-  run(id, blob, meta) {
+  // Encode and submit every dispatch of a recorded program.
+  #replay(id) {
     this.#alive();
     this.device.pushErrorScope("validation");
-    this.flushWrites(blob, meta);
     const encoder = this.device.createCommandEncoder();
     const pass = encoder.beginComputePass();
     let last = null;
@@ -185,10 +187,10 @@ export class GPUBridge {
     this.#check(this.device.popErrorScope(), "GPUError", "running a recorded program failed");
   }
 
-  // Wait for submitted work and copy `size` bytes of buffer `id` back (after applying any queued writes).
+  // Apply the queued work, wait for it, and copy `size` bytes of buffer `id` back.
   async read(id, offset, size, blob, meta) {
     this.#alive();
-    this.flushWrites(blob, meta);
+    this.apply(blob, meta);
     await this.#settle(); // an error in the work being read means the bytes would be garbage
     const staging = this.device.createBuffer({ size, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
     const encoder = this.device.createCommandEncoder();

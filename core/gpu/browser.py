@@ -4,8 +4,8 @@ Crossing from Python into JS costs a few microseconds per call, so the split is:
 the recorded dispatch list), JS acts. Objects stay on the JS side in tables and Python holds small integer ids.
 
 - `program` hands the whole dispatch list to JS once, as one flat list of integers; JS builds the bind groups.
-- `write` only queues bytes in Python; queued writes travel with the next `run` or `read`, so a decode step is
-  one call to `run` (writes + replay) and one to `read` (wait + copy back), whatever the model's depth.
+- `write` and `run` only queue work in Python; the queue travels with the next call that has to reach JS (a
+  `read`, usually), so a decode step crosses into JS once, whatever the model's depth.
 - `write_from` with a browser source moves weights from the browser's model store straight into GPU buffers;
   the bytes never become Python objects.
 - Pipelines compile in parallel: `kernel` returns at once and `program` waits for the kernels it uses.
@@ -74,7 +74,8 @@ class BrowserDevice(Device):
             raise NoAdapterError("no WebGPU device: the page's worker did not open one (navigator.gpu missing?)")
         self._run_sync, self._to_js, self._JsException = run_sync, to_js, JsException
         self.info = adapter_info(self._bridge.describe().to_py(), max_binding_size)
-        # Queued writes: their bytes back to back, and (buffer id, offset, start, length) per write.
+        # Queued work: write bytes back to back, and (buffer id, offset, start, length) per write or
+        # (0, program id, 0, 0) per replay.
         self._blob = bytearray()
         self._meta = array("I")
 
@@ -135,15 +136,15 @@ class BrowserDevice(Device):
 
     def run(self, program: Program) -> None:
         assert isinstance(program, BrowserProgram)
-        blob, meta = self._take_writes()
-        self._call(lambda: self._bridge.run(program.js_id, blob, meta))
+        self._meta.extend((0, program.js_id, 0, 0))  # buffer id 0 marks a replay (web/gpu.js `apply`)
 
     def close(self) -> None:
+        self._flush()
         self._call(lambda: self._bridge.destroy())
 
     # -- plumbing --------------------------------------------------------------------------------------------------
     def _take_writes(self):
-        """The queued writes as JS typed arrays (copies), leaving the queue empty."""
+        """The queued work as JS typed arrays (copies), leaving the queue empty."""
         if not self._meta:
             return None, None
         blob, meta = self._to_js(memoryview(self._blob)), self._to_js(memoryview(self._meta))
@@ -153,7 +154,7 @@ class BrowserDevice(Device):
     def _flush(self) -> None:
         blob, meta = self._take_writes()
         if meta is not None:
-            self._call(lambda: self._bridge.flushWrites(blob, meta))
+            self._call(lambda: self._bridge.apply(blob, meta))
 
     def _call(self, fn):
         try:
