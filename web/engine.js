@@ -106,7 +106,7 @@ export class Engine extends EventTarget {
         this.#emit("ready", data.info);
         resolve();
         break;
-      case "token": case "done":
+      case "token": case "done": case "stats":
         this.pending.get(data.id)?.(data);
         break;
       case "error": {
@@ -130,6 +130,20 @@ export class Engine extends EventTarget {
 
   #emit(type, detail) {
     this.dispatchEvent(new CustomEvent(type, { detail }));
+  }
+
+  // The GPU bridge's counters (pipelines, uploads, replays and their milliseconds); null in remote mode.
+  async gpuStats() {
+    await this.ready;
+    if (!this.worker) return null;
+    const id = this.nextId++;
+    return new Promise((resolve) => {
+      this.pending.set(id, (data) => {
+        this.pending.delete(id);
+        resolve(data.stats);
+      });
+      this.worker.postMessage({ type: "stats", id });
+    });
   }
 
   // Forget the conversation kept on the device (the next request starts a fresh KV cache).

@@ -45,7 +45,8 @@ export class GPUBridge {
     this.programs = [null];
     this.lostReason = null; // null while the device is alive; the browser's message afterwards
     // Where load time goes: pipeline compilation (wall time of each parallel batch, summed) and weight upload.
-    this.stats = { kernels: 0, compile_ms: 0, uploads: 0, upload_bytes: 0, upload_ms: 0, programs: 0 };
+    this.stats = { kernels: 0, compile_ms: 0, uploads: 0, upload_bytes: 0, upload_ms: 0, programs: 0, replays: 0,
+      replay_ms: 0 };
     this.checks = []; // pending error scopes (see #check)
     this.compiling = 0; // pipelines being compiled right now
     this.compileStart = 0;
@@ -170,6 +171,7 @@ export class GPUBridge {
   // Encode and submit every dispatch of a recorded program.
   #replay(id) {
     this.#alive();
+    const t0 = performance.now();
     this.device.pushErrorScope("validation");
     const encoder = this.device.createCommandEncoder();
     const pass = encoder.beginComputePass();
@@ -185,6 +187,8 @@ export class GPUBridge {
     pass.end();
     this.queue.submit([encoder.finish()]);
     this.#check(this.device.popErrorScope(), "GPUError", "running a recorded program failed");
+    this.stats.replays++;
+    this.stats.replay_ms += performance.now() - t0;
   }
 
   // Apply the queued work, wait for it, and copy `size` bytes of buffer `id` back.

@@ -5,9 +5,11 @@
 //   {type: "chat", id, request}      request: {messages | prompt, max_tokens, temperature, ...}
 //   {type: "stop", id}               ends reply `id` after the token being computed
 //   {type: "reset"}                  forgets the conversation
+//   {type: "stats", id}              asks for the GPU bridge's counters
 // Messages to the page:
 //   {type: "status", text} {type: "progress", phase, loaded, total} {type: "warning", code, message}
 //   {type: "ready", info} {type: "token", id, text, token} {type: "done", id, finish_reason, usage, timings}
+//   {type: "stats", id, stats}
 //   {type: "error", id?, code, message}
 //
 // Order of a first load: open WebGPU (no GPU, no download), then boot Pyodide while the model's first megabyte
@@ -38,6 +40,7 @@ async function handle(message) {
   if (!runtime) throw new ModelError("not-ready", "the model is not loaded");
   if (message.type === "chat") return chat(message);
   if (message.type === "reset") return runtime.reset();
+  if (message.type === "stats") return post({ type: "stats", id: message.id, stats: { ...bridge.stats } });
 }
 
 async function load({ model, integrity, context = 2048, pyodideURL, distURL }) {
