@@ -76,9 +76,17 @@ class Llama:
             ops.matmul(rec, blk.attn_output, attn, x, mode=ops.ADD)
             _gated(rec, blk.ffn_gate_up, x, ff, acts.up, norm=norm(x, blk.ffn_norm))
             ops.matmul(rec, blk.ffn_down, ff, x, mode=ops.ADD)
-        ops.gather_rows(rec, x, acts.out_rows, acts.last)
-        ops.rmsnorm(rec, acts.last, self.output_norm, acts.last, c.norm_eps)  # rows bounded by the grid
-        ops.matmul(rec, self.output, acts.last, logits, rows_from=rec.out_step)
+        if self.fold_norms:
+            # A one-token step's only row is the one whose logits are wanted: no gather.
+            last = x if x.rows == 1 and acts.last.rows == 1 else acts.last
+            if last is not x:
+                ops.gather_rows(rec, x, acts.out_rows, last)
+            ops.matmul(rec, self.output, last, logits, rows_from=rec.out_step, norm=self.output_norm,
+                       eps=c.norm_eps)
+        else:
+            ops.gather_rows(rec, x, acts.out_rows, acts.last)
+            ops.rmsnorm(rec, acts.last, self.output_norm, acts.last, c.norm_eps)  # rows bounded by the grid
+            ops.matmul(rec, self.output, acts.last, logits, rows_from=rec.out_step)
 
 
 @dataclass
