@@ -10,6 +10,7 @@ other programs compete for the cores, while wall-clock figures do. Weights are r
     .venv/bin/python tools/kernel_speed.py                      # q4_1 q8_0 q4_k q6_k on two shapes
     .venv/bin/python tools/kernel_speed.py --types q4_0 f16 --json
 
+Weights are in the layout and the kernel variant the model would get on this adapter (llmchat.gpu.variants).
 Shapes are SmolLM2-135M's: ffn_down (576 outputs, rows of 1536) and the tied output matrix (49152 outputs, rows
 of 576; K-quants need rows that are a multiple of 256, so they use 512 there and the line says so).
 """
@@ -28,7 +29,8 @@ from llmchat.gpu import ops
 from llmchat.gpu.kernels import Kernels
 from llmchat.gpu.native import NativeDevice
 from llmchat.gpu.recorder import Recorder
-from llmchat.gpu.tensors import Piece, upload_weight
+from llmchat.gpu.tensors import SPLIT_TYPES, Piece, split_weight, upload_weight
+from llmchat.gpu.variants import variants
 
 # Byte offsets of the f16 fields (scales, mins) in one block of each quantized type.
 F16_FIELDS: dict[GGMLType, tuple[int, ...]] = {
@@ -58,6 +60,8 @@ def measure(device: NativeDevice, kernels: Kernels, qtype: GGMLType, rows: int, 
     """Time `n` back-to-back dispatches of one matvec, n chosen so the timed run lasts about `seconds`."""
     rng = np.random.default_rng(0)
     weight = upload_weight(device, "w", qtype, k, [Piece.of(rows, random_weight(rng, qtype, rows, k))])
+    if variants(device).split_weights and qtype in SPLIT_TYPES:  # the layout the model loader would choose
+        weight = split_weight(device, kernels, weight)
     step = device.buffer(16, "step", uniform=True)
     device.write(step, struct.pack("<4I", 1, 0, 0, 0))
 
@@ -81,7 +85,9 @@ def measure(device: NativeDevice, kernels: Kernels, qtype: GGMLType, rows: int, 
     n = int(min(max_dispatches, max(probe, seconds / per)))
     elapsed, cpu = timed(n)
     macs = n * rows * k
-    return {"type": qtype.name, "rows": rows, "k": k, "dispatches": n, "seconds": round(elapsed, 4),
+    tile = variants(device).matmul(1)
+    return {"type": qtype.name, "rows": rows, "k": k, "layout": weight.layout,
+            "tile": f"{tile.rows} rows x {tile.tokens} tokens, {tile.xload} x loads", "dispatches": n, "seconds": round(elapsed, 4),
             "us_per_dispatch": round(elapsed / n * 1e6, 1), "gmacs": round(macs / elapsed / 1e9, 3),
             "weight_gb_per_s": round(n * weight.nbytes / elapsed / 1e9, 3),
             "cpu_seconds": round(cpu, 4), "gmacs_per_cpu_s": round(macs / cpu / 1e9, 3)}
@@ -100,7 +106,8 @@ def main(argv: list[str] | None = None) -> int:
     kernels = Kernels(device)
     info = device.info
     if not args.json:
-        print(f"adapter: {info.name} ({info.backend}, software={info.software})")
+        print(f"adapter: {info.name} ({info.backend}, software={info.software}); decode tile: "
+              f"{variants(device).matmul(1)}")
         print(f"{'type':6} {'outputs':>7} {'k':>5} {'dispatches':>10} {'us/dispatch':>11} {'GMAC/s':>8} {'GB/s':>7} {'GMAC/cpu-s':>10}")
     for name in args.types:
         qtype = GGMLType[name.upper()]
@@ -114,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 note = f"  (rows of {k_used}, not {k})" if k_used != k else ""
                 print(f"{r['type']:6} {rows:>7} {k_used:>5} {r['dispatches']:>10} {r['us_per_dispatch']:>11} "
-                      f"{r['gmacs']:>8} {r['weight_gb_per_s']:>7} {r['gmacs_per_cpu_s']:>10}{note}")
+                      f"{r['gmacs']:>8} {r['weight_gb_per_s']:>7} {r['gmacs_per_cpu_s']:>10}  {r['layout']}{note}")
             sys.stdout.flush()
     device.close()
     return 0
