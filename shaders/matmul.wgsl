@@ -1,6 +1,7 @@
 // y[t, y_offset + r] = sum_k W[r, k] * x[t, k] for every output r < n and token t < step.n_tokens.
-// W is a GGUF weight (rows of quant blocks, exactly as stored). One invocation computes a tile of R outputs for TT
-// tokens: each 32-element block of x is read once for R rows and each block of W decoded once for TT tokens.
+// W is a weight of GGUF quant blocks (rows as in the file or in the split layout: LAYOUT, below). One invocation
+// computes a tile of R outputs for TT tokens: each 32-element block of x is read once for R rows and each block of
+// W decoded once for TT tokens.
 // Tiles are chosen per adapter (llmchat/gpu/variants.py): R = 1 on GPUs, where many invocations hide memory
 // latency; R = 8 for decode on CPU emulators, where every storage load is a scalar loop over the SIMD lanes and
 // reusing x across rows is what pays. TT = 1 for decode, 4 or 8 for prefill.

@@ -6,7 +6,8 @@ from dataclasses import dataclass
 
 from ..errors import ModelTooLargeError, UnsupportedModelError
 from ..ggml_types import BLOCK_LAYOUT, GGMLType
-from .device import Buffer, Device
+from .device import Buffer, Device, Dispatch
+from .recorder import cdiv
 
 # Types with a WGSL decoder in shaders/<name>.wgsl
 GPU_TYPES = {
@@ -121,10 +122,7 @@ def split_row_bytes(ggml_type: GGMLType, k: int) -> int:
 
 def split_weight(device: Device, kernels, w: Weight) -> Weight:
     """`w` rewritten on the GPU into the split layout (shaders/rows_split.wgsl), which CPU emulators read with aligned
-    vector loads; the GGUF buffers are dropped. `kernels` is the device's kernel cache (llmchat.gpu.kernels)."""
-    from .device import Dispatch
-    from .recorder import cdiv
-
+    vector loads, in new buffers (`w`'s can be dropped). `kernels` is the device's kernel cache (gpu.kernels)."""
     scale_bytes, quant_offset, quant_vec4s = SPLIT_TYPES[w.type]
     src_row_bytes, dst_row_bytes = w.row_bytes, split_row_bytes(w.type, w.k)
     if dst_row_bytes > device.info.max_binding_size:

@@ -50,7 +50,7 @@ class Variants:
         extra split costs a partial record and the combine pass (which one split skips). Measured on lavapipe,
         30 layers of SmolLM2 decode attention (ms) by splits 1 / 2 / 8 / 64: at 64 positions 3.6 / 4.0 / 6.6 /
         11.4, at 256 16.3 / 10.6 / 12.7 / 26.6, at 2000 72 / 64 / 59 / 68."""
-        from .ops import attention_splits
+        from .ops import attention_splits  # here, not above: ops imports this module
         if not self.software:
             return attention_splits(rows, n_head, max_context)
         return max(1, min(8, -(-max_context // (128 * rows))))
@@ -59,7 +59,7 @@ class Variants:
     def split_weights(self) -> bool:
         """Whether weights of the types that have one are rewritten into the split layout after upload
         (tensors.split_weight): on CPU emulators, where it turns 5-9 scalar loads per block into 1-2 vector loads
-        and a word (decode matvec 576 x 1536 Q4_1 on lavapipe: 2.9 -> 4.1 G multiply-adds per CPU-second)."""
+        and a word (decode matvec 576 x 1536 Q4_1 on lavapipe: 2.9 -> 3.8 G multiply-adds/s)."""
         return self.software
 
     @property
