@@ -9,9 +9,14 @@ PYTEST_ARGS ?=
 
 .PHONY: demo test system-deps web clean
 
-demo: system-deps $(VENV)/.installed
+# The demo: a short completion in the terminal, then the server until Ctrl-C — the chat page at
+# http://127.0.0.1:$(PORT)/ runs the model in the browser, and the OpenAI-compatible API is at /v1.
+PORT ?= 8000
+demo: system-deps $(VENV)/.installed web
 	$(BIN)/llmchat pull $(MODEL)
 	$(BIN)/llmchat run $(MODEL) -n 48 -p "The three most useful things to know about WebGPU are"
+	@echo "llmchat: chat in your browser at http://127.0.0.1:$(PORT)/ (the model runs in the page); API at http://127.0.0.1:$(PORT)/v1 ; Ctrl-C stops"
+	$(BIN)/llmchat serve $(MODEL) --port $(PORT)
 
 # LLMCHAT_REQUIRE_MODEL and LLMCHAT_REQUIRE_WEB turn "model missing" and "web/dist not built" into failures
 # instead of skips.
