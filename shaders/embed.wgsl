@@ -37,7 +37,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
     if (id >= p.n_rows) {
         return;  // another part holds this row (ids are checked on the host)
     }
-    let s = decode_block(id, i) * p.scale;
+    let s = decode_block(row_start(id), i) * p.scale;
     let o = (t * p.k + i * 32u) >> 2u;
     for (var j = 0u; j < 8u; j++) {
         y[o + j] = wv[j] * s.x + s.y;

@@ -56,7 +56,8 @@ var<private> xv: array<vec4<f32>, 8 * TT>;  // the current block of x for each t
 var<private> gv: array<vec4<f32>, 8>;       // NORM: the current block of g
 var<private> acc: array<f32, HALVES * R * TT>;  // [half][row][token]
 var<private> ss: array<f32, TT>;            // NORM: sum of x^2 per token
-var<private> xsum: array<f32, TT>;          // sum of the current block of x per token (for blocks with an offset)
+var<private> xsum: array<f32, TT>;
+var<private> starts: array<u32, HALVES * R>;  // where each row of the tile starts (row_start), [half][row]          // sum of the current block of x per token (for blocks with an offset)
 
 // Context of the current invocation, set once in main.
 var<private> r0: u32;
@@ -132,12 +133,20 @@ fn accumulate(a: u32, s: vec2<f32>) {
     }
 }
 
-// Block i of tile row r (rows past the end read the last row; their results are dropped at the store).
-fn row_block(r: u32, i: u32) {
+// Where tile row r starts (rows past the end read the last row; their results are dropped at the store).
+fn start_row(r: u32) {
     let row = min(r0 + r, p.n - 1u);
-    accumulate(r, decode_block(row, i));
+    starts[r] = row_start(row);
     if (MODE == 2u) {
-        accumulate(R + r, decode_block(row + p.glu_rows, i));
+        starts[R + r] = row_start(row + p.glu_rows);
+    }
+}
+
+// Block i of tile row r.
+fn row_block(r: u32, i: u32) {
+    accumulate(r, decode_block(starts[r], i));
+    if (MODE == 2u) {
+        accumulate(R + r, decode_block(starts[R + r], i));
     }
 }
 
@@ -191,6 +200,20 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, lane: Lane) {
     lane_id = lane.id;
     if (t0 >= step.n_tokens) {
         return;  // the same for the whole workgroup, so no subgroup loses lanes
+    }
+    start_row(0u);
+    if (R > 1u) {
+        start_row(1u);
+    }
+    if (R > 2u) {
+        start_row(2u);
+        start_row(3u);
+    }
+    if (R > 4u) {
+        start_row(4u);
+        start_row(5u);
+        start_row(6u);
+        start_row(7u);
     }
     for (var i = 0u; i < p.k / 32u; i++) {
         if (NORM) {

@@ -5,9 +5,13 @@
 // lanes, that made the decode matvec 1.4x faster. The including shader binds the weight twice, as `w` (words) and
 // `wq` (vec4s); the type's decoder provides SPLIT_QV and `dequant_split`.
 
-// The raw quants of block i of row `row` into wv; returns (scale, offset) with weight = scale * raw + offset,
-// which the caller applies once per block and token instead of once per weight.
-fn decode_block(row: u32, i: u32) -> vec2<f32> {
-    let base4 = row * (p.row_bytes >> 4u);
-    return dequant_split(base4 + i * SPLIT_QV, (base4 + (p.k >> 5u) * SPLIT_QV) * 4u + i);
+// Where row `row` starts, for decode_block: its first vec4.
+fn row_start(row: u32) -> u32 {
+    return row * (p.row_bytes >> 4u);
+}
+
+// The raw quants of block i of the row starting at `start` into wv; returns (scale, offset) with
+// weight = scale * raw + offset, which the caller applies once per block and token instead of once per weight.
+fn decode_block(start: u32, i: u32) -> vec2<f32> {
+    return dequant_split(start + i * SPLIT_QV, (start + (p.k >> 5u) * SPLIT_QV) * 4u + i);
 }
