@@ -15,12 +15,12 @@ from dataclasses import dataclass
 from .config import ModelConfig
 from .errors import ContextOverflowError, LLMChatError
 from .gpu import ops
-from .gpu.device import Device, Program
+from .gpu.device import Device, Program, View
 from .gpu.kernels import Kernels
 from .gpu.recorder import Act, Recorder
 from .gpu.kvlayout import BLOCK_TOKENS
 from .kv_cache import KVCache
-from .models.llama import Activations
+from .models.llama import BINDING_ALIGN, Activations
 
 
 @dataclass
@@ -56,8 +56,11 @@ class Engine:
         n_blocks = None if cache_positions is None else -(-cache_positions // BLOCK_TOKENS)
         self.kv = KVCache(device, self.config, n_slots=n_slots, context=context, n_blocks=n_blocks)
         self.max_step = bucket(max_tokens_per_step)
-        self.step_buf = device.buffer(16, "step", uniform=True)
-        self.out_buf = device.buffer(16, "out_step", uniform=True)
+        # The two step counts share one uniform buffer, so a step writes them at once (bindings of one buffer
+        # sit at multiples of 256 bytes, WebGPU's largest offset alignment).
+        self._counts = device.buffer(BINDING_ALIGN + 16, "step counts", uniform=True)
+        self.step_buf = View(self._counts, 0, 16)
+        self.out_buf = View(self._counts, BINDING_ALIGN, 16)
         rec = self._recorder()
         split_ffn = len(model.blk[0].ffn_gate_up) > 1
         self.acts = Activations.create(rec, self.config, self.max_step, self.max_step, split_ffn=split_ffn,
@@ -120,10 +123,12 @@ class Engine:
             raise LLMChatError(f"a step returns at most {self.max_step} logits rows, asked for {n_out}")
         self.kv.sync()
         dev = self.device
-        dev.write(self.acts.tokens, tokens.tobytes())
-        dev.write(self.acts.out_rows, out_rows.tobytes())
-        dev.write(self.step_buf, struct.pack("<4I", n, 0, 0, 0))
-        dev.write(self.out_buf, struct.pack("<4I", n_out, 0, 0, 0))
+        # Token records and logits rows share one buffer (Activations.create): one write, as for the counts.
+        inputs = bytearray(tokens.tobytes())
+        inputs += bytes(self.acts.out_rows.offset - len(inputs))
+        dev.write(self.acts.tokens.buffer, inputs + out_rows.tobytes())
+        dev.write(self._counts, struct.pack("<4I", n, 0, 0, 0) + bytes(BINDING_ALIGN - 16) +
+                  struct.pack("<4I", n_out, 0, 0, 0))
         if top_k and any(f.all_logits for f in feeds):
             raise LLMChatError("top-k candidates come from the last row of each feed; all_logits asks for every row")
         reach = max(f.start + len(f.tokens) for f in feeds)

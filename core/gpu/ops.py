@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from ..ggml_types import GGMLType
 from . import variants
-from .device import Buffer
+from .device import Binding, Buffer
 from .kvlayout import BLOCK_TOKENS
 from .recorder import Act, Recorder, cdiv
 from .tensors import Weight
@@ -135,7 +135,7 @@ def rope_turns(rope_dim: int, freq_base: float, freq_scale: float = 1.0) -> list
     return turns
 
 
-def rope_store(rec: Recorder, qkv: Act, tokens: Buffer, k_cache: Buffer, v_cache: Buffer, block_table: Buffer, *,
+def rope_store(rec: Recorder, qkv: Act, tokens: Binding, k_cache: Buffer, v_cache: Buffer, block_table: Buffer, *,
                n_head: int, n_kv_head: int, head_dim: int, rope_dim: int, freq_base: float, freq_scale: float = 1.0,
                neox: bool, freqs: Weight | Buffer | None = None, max_blocks: int) -> None:
     """Rotate q and k of every token in place in `qkv` and store k and v in the paged cache at the token's position.
@@ -167,7 +167,7 @@ def attention_splits(rows: int, n_head: int, max_context: int) -> int:
     return max(1, min(by_work, cdiv(max_context, ATTN_MIN_RANGE), 64))
 
 
-def attention(rec: Recorder, qkv: Act, tokens: Buffer, k_cache: Buffer, v_cache: Buffer, block_table: Buffer,
+def attention(rec: Recorder, qkv: Act, tokens: Binding, k_cache: Buffer, v_cache: Buffer, block_table: Buffer,
               out: Act, *, n_head: int, n_kv_head: int, head_dim: int, scale: float, max_blocks: int,
               max_context: int, window: int = 0, softcap: float = 0.0, splits: int | None = None) -> None:
     """out[t, h] = causal softmax(q_t,h . K * scale) V over the token's own sequence in the paged cache.

@@ -15,7 +15,7 @@ from ..config import ModelConfig
 from ..errors import GGUFError
 from ..gguf import GGUFFile
 from ..gpu import ops
-from ..gpu.device import Buffer, Device
+from ..gpu.device import Buffer, Device, View
 from ..gpu.recorder import Act, Recorder
 from ..gpu.kernels import Kernels
 from ..gpu.tensors import SPLIT_TYPES, Piece, Weight, split_row_bytes, split_weight, upload_weight
@@ -89,12 +89,15 @@ class Llama:
             ops.matmul(rec, self.output, acts.last, logits, rows_from=rec.out_step)
 
 
+BINDING_ALIGN = 256  # bytes: offsets of bindings within one buffer (WebGPU's largest minimum alignment)
+
+
 @dataclass
 class Activations:
     """Buffers of one forward pass for up to `x.rows` tokens, `last.rows` of which produce logits."""
 
-    tokens: Buffer  # (id, position, sequence slot, 0) per token
-    out_rows: Buffer  # token rows whose logits are wanted, in order
+    tokens: View  # (id, position, sequence slot, 0) per token
+    out_rows: View  # token rows whose logits are wanted, in order (in the same buffer as `tokens`)
     x: Act  # residual stream
     h: Act | None  # the normed residual stream, where norms are not folded into the projections
     qkv: Act
@@ -108,8 +111,11 @@ class Activations:
                fold_norms: bool) -> "Activations":
         c = config
         dev = rec.device
+        # Token records and logits rows in one buffer, so a step uploads them with one write.
+        tokens_end = -(-rows * 16 // BINDING_ALIGN) * BINDING_ALIGN
+        inputs = dev.buffer(tokens_end + out_rows * 4, "step inputs")
         return cls(
-            tokens=dev.buffer(rows * 16, "tokens"), out_rows=dev.buffer(out_rows * 4, "out_rows"),
+            tokens=View(inputs, 0, rows * 16), out_rows=View(inputs, tokens_end, out_rows * 4),
             x=rec.act("x", rows, c.n_embd), h=None if fold_norms else rec.act("h", rows, c.n_embd),
             qkv=rec.act("qkv", rows, c.q_dim + 2 * c.kv_dim), attn=rec.act("attn", rows, c.q_dim),
             ff=rec.act("ff", rows, c.n_ff), up=rec.act("up", rows, c.n_ff) if split_ffn else None,
