@@ -176,10 +176,11 @@ class LLM:
         decoder = tok.stream_decoder()
         eog = frozenset() if ignore_eos else tok.eog_ids
         t0 = time.perf_counter()
-        host0 = self.engine.stats["host_s"]
         k = params.candidates_k  # 0 when sampling needs the whole row (penalties, or no top-k with temperature)
         logits = self.prefill(slot, ids[cached:], start=cached, top_k=k)[-1]
         t1 = time.perf_counter()
+        stats = self.engine.stats
+        host0, steps0 = stats["host_s"], stats["steps"]  # host time is reported for decode steps
         text, pending, n_out, finish, stopped_by_string = "", "", 0, "length", False
         pos = len(ids)
         while True:
@@ -223,8 +224,7 @@ class LLM:
                     timings={"load_s": self.load_s,
                              "prefill_tok_s": (len(ids) - cached) / max(t1 - t0, 1e-9),
                              "decode_tok_s": decode_tokens / (t2 - t1) if decode_tokens else 0.0,
-                             "host_ms_per_token": 1e3 * (self.engine.stats["host_s"] - host0) /
-                             max(1, self.engine.stats["steps"])})
+                             "host_ms_per_token": 1e3 * (stats["host_s"] - host0) / max(1, stats["steps"] - steps0)})
 
     def _check_fits(self, n_prompt: int, max_tokens: int) -> None:
         if n_prompt + max_tokens > self.context:

@@ -313,7 +313,8 @@ def bench_command(args: argparse.Namespace) -> int:
             best = event
     result = {"model": llm.path, "prompt_tokens": best.usage["prompt_tokens"],
               "generated": best.usage["completion_tokens"], **best.timings,
-              "dispatches_per_token": llm.engine.dispatches_per_step(),
+              "dispatches_per_token": llm.engine.dispatches_per_step(
+                  context=best.usage["prompt_tokens"] + best.usage["completion_tokens"]),
               "weight_bytes_per_token": llm.model.weight_bytes, "adapter": llm.device.info.as_dict()}
     print(json.dumps(result) if args.json else "\n".join(f"{k}: {v}" for k, v in result.items()))
     return 0

@@ -13,7 +13,7 @@ from array import array
 from dataclasses import dataclass
 
 from .config import ModelConfig
-from .errors import ContextOverflowError, LLMChatError
+from .errors import ContextOverflowError, InvalidRequestError, LLMChatError
 from .gpu import ops
 from .gpu.device import Device, Program, View
 from .gpu.kernels import Kernels
@@ -68,7 +68,8 @@ class Engine:
         self.logits = rec.act("logits", self.max_step, self.config.vocab_size)
         self.candidates = rec.device.buffer(self.max_step * ops.topk_words(ops.TOPK_MAX) * 4, "candidates")
         self._programs: dict[tuple[int, int, int, int], Program] = {}
-        self.stats = {"steps": 0, "tokens": 0, "host_s": 0.0}
+        # host_s: Python and driver time of steps, program recording excluded (record_s), GPU waits excluded
+        self.stats = {"steps": 0, "tokens": 0, "host_s": 0.0, "record_s": 0.0}
 
     def _recorder(self) -> Recorder:
         return Recorder(self.device, self.kernels, self.step_buf, self.out_buf)
@@ -94,7 +95,9 @@ class Engine:
         return prog
 
     def dispatches_per_step(self, rows: int = 1, out_rows: int = 1, top_k: int = 1, context: int | None = None) -> int:
-        return len(self.program(bucket(rows), bucket(out_rows), top_k, context))
+        """Dispatches of the step that feeds `rows` tokens reaching position `context` (default: the full context)."""
+        reach = None if context is None else max(CONTEXT_MIN, bucket(context))
+        return len(self.program(bucket(rows), bucket(out_rows), top_k, reach))
 
     def step(self, feeds: list[Feed], top_k: int = 0) -> list:
         """Run one forward step. Per feed: the logits rows it asked for (a flat row-major array('f')), or with
@@ -114,13 +117,15 @@ class Engine:
             first = len(tokens) // 4
             for i, tok in enumerate(f.tokens):
                 if not 0 <= tok < vocab:
-                    raise LLMChatError(f"token id {tok} is outside the vocabulary (0..{vocab - 1})")
+                    raise InvalidRequestError(f"token id {tok} is outside the vocabulary (0..{vocab - 1})")
                 tokens.extend((tok, f.start + i, f.slot, 0))
             rows = range(first, first + len(f.tokens)) if f.all_logits else [first + len(f.tokens) - 1]
             out_rows.extend(rows)
         n_out = len(out_rows)
         if n_out > self.max_step:
             raise LLMChatError(f"a step returns at most {self.max_step} logits rows, asked for {n_out}")
+        if top_k and any(f.all_logits for f in feeds):
+            raise LLMChatError("top-k candidates come from the last row of each feed; all_logits asks for every row")
         self.kv.sync()
         dev = self.device
         # Token records and logits rows share one buffer (Activations.create): one write, as for the counts.
@@ -129,11 +134,13 @@ class Engine:
         dev.write(self.acts.tokens.buffer, inputs + out_rows.tobytes())
         dev.write(self._counts, struct.pack("<4I", n, 0, 0, 0) + bytes(BINDING_ALIGN - 16) +
                   struct.pack("<4I", n_out, 0, 0, 0))
-        if top_k and any(f.all_logits for f in feeds):
-            raise LLMChatError("top-k candidates come from the last row of each feed; all_logits asks for every row")
         reach = max(f.start + len(f.tokens) for f in feeds)
-        dev.run(self.program(bucket(n), bucket(n_out), top_k, max(CONTEXT_MIN, bucket(reach))))
-        self.stats["host_s"] += time.perf_counter() - t0
+        t_record = time.perf_counter()
+        program = self.program(bucket(n), bucket(n_out), top_k, max(CONTEXT_MIN, bucket(reach)))
+        recorded = time.perf_counter() - t_record
+        dev.run(program)
+        self.stats["record_s"] += recorded
+        self.stats["host_s"] += time.perf_counter() - t0 - recorded
         self.stats["steps"] += 1
         self.stats["tokens"] += n
         if top_k:
