@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import math
 import struct
-import weakref
 from dataclasses import dataclass
 
 from ..ggml_types import GGMLType
@@ -189,7 +188,7 @@ def attention(rec: Recorder, qkv: Act, tokens: Binding, k_cache: Buffer, v_cache
                              BLOCK_TOKENS=BLOCK_TOKENS)
     params = rec.params("attention", "8I2f", n_head, n_kv_head, qkv.cols, out.cols, max_blocks, window, n_splits, 0,
                         scale, softcap)
-    dst = out.buffer if n_splits == 1 else _scratch(rec, qkv.rows * n_head * n_splits * record_bytes)
+    dst = out.buffer if n_splits == 1 else rec.scratch(qkv.rows * n_head * n_splits * record_bytes)
     rec.add(kernel, (params, rec.step, qkv.buffer, tokens, k_cache, v_cache, block_table, dst),
             _grid_1d(qkv.rows * n_head * n_splits, ATTN_WG))
     if n_splits > 1:
@@ -223,7 +222,7 @@ def topk(rec: Recorder, logits: Act, out: Buffer, k: int, *, rows_from: Buffer |
     n_chunks = cdiv(logits.cols, chunk)
     scan = rec.kernels.get("topk.wgsl", K=k, PASS=1, WG=TOPK_WG)
     params = rec.params("topk.scan", "4I", logits.rows, logits.cols, logits.cols, chunk)
-    parts = out if n_chunks == 1 else _scratch(rec, logits.rows * n_chunks * topk_words(k) * 4)
+    parts = out if n_chunks == 1 else rec.scratch(logits.rows * n_chunks * topk_words(k) * 4)
     rec.add(scan, (params, count, logits.buffer, parts), (cdiv(n_chunks, TOPK_WG), logits.rows, 1))
     if n_chunks > 1:
         merge = rec.kernels.get("topk.wgsl", K=k, PASS=2, WG=1)
@@ -254,16 +253,6 @@ def read_topk(data: bytes, k: int, rows: int = 1) -> list[TopK]:
     return result
 
 
-# Buffers for partial results that the next dispatch consumes, shared by all such dispatches of one program
-# (dispatches run in order, so one buffer serves every layer).
-_scratches: weakref.WeakKeyDictionary[Recorder, Buffer] = weakref.WeakKeyDictionary()
-
-
-def _scratch(rec: Recorder, nbytes: int) -> Buffer:
-    buf = _scratches.get(rec)
-    if buf is None or buf.size < nbytes:
-        buf = _scratches[rec] = rec.device.buffer(nbytes, "scratch")
-    return buf
 
 
 def _grid_1d(invocations: int, wg: int) -> tuple[int, int, int]:

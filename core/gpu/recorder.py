@@ -31,6 +31,7 @@ class Recorder:
         self.out_step = out_step
         self.dispatches: list[Dispatch] = []
         self._empty: Buffer | None = None
+        self._scratch: Buffer | None = None
 
     def params(self, label: str, fmt: str, *values) -> Buffer:
         data = struct.pack("<" + fmt, *values)
@@ -44,6 +45,15 @@ class Recorder:
         if self._empty is None:
             self._empty = self.device.buffer(16, "empty")
         return self._empty
+
+    def scratch(self, nbytes: int) -> Buffer:
+        """A buffer for partial results that the next dispatch consumes (attention ranges, top-k chunks).
+
+        Dispatches run in order, so one buffer serves every layer of the program; a later, larger need gets a
+        new one (earlier dispatches keep theirs)."""
+        if self._scratch is None or self._scratch.size < nbytes:
+            self._scratch = self.device.buffer(nbytes, "scratch")
+        return self._scratch
 
     def act(self, label: str, rows: int, cols: int) -> Act:
         return Act(self.device.buffer(rows * cols * 4, label), rows, cols)
