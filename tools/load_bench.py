@@ -21,17 +21,16 @@ import asyncio
 import json
 import os
 import random
-import socket
 import statistics
 import subprocess
 import sys
 import time
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import httpx
 import openai
+
+from llmchat.server.launch import free_port, spawned_server
 
 PROMPTS = [
     "The history of the city of Paris begins with",
@@ -64,40 +63,6 @@ class Stream:
         self.times.append(now)
         if self.first is None:
             self.first = now
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@contextmanager
-def server(cmd: list[str], port: int, log: Path, ready_timeout: float):
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
-        try:
-            base = f"http://127.0.0.1:{port}"
-            deadline = time.monotonic() + ready_timeout
-            while True:
-                if proc.poll() is not None:
-                    raise SystemExit(f"server exited with {proc.returncode}; see {log}")
-                try:
-                    if httpx.get(f"{base}/v1/models", timeout=2).status_code == 200:
-                        break
-                except httpx.TransportError:
-                    pass
-                if time.monotonic() > deadline:
-                    raise SystemExit(f"server not ready after {ready_timeout} s; see {log}")
-                time.sleep(0.25)
-            yield base
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
 
 
 async def stream_completion(client: openai.AsyncOpenAI, model: str, prompt: str, max_tokens: int,
@@ -235,7 +200,7 @@ def main() -> int:
             raise SystemExit("--url must be a loopback address")
         result = asyncio.run(bounded(a.url))
     else:
-        with server(cmd, port, Path(a.log), ready_timeout=300) as base:
+        with spawned_server(cmd, port, ready_path="/v1/models", timeout=300, log=Path(a.log)) as base:
             result = asyncio.run(bounded(base))
     print(json.dumps({"server": a.peer if not a.url else a.url, "model": model, "max_tokens": a.max_tokens,
                       **result}))
