@@ -12,22 +12,26 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
+from . import generation
 from .catalogue import resolve
 from .chat import ChatTemplate
-from .config import ModelConfig
 from .engine import Engine, Feed
 from .errors import ContextOverflowError, LLMChatError
+from .generation import FinishEvent, GenerationRequest
 from .gguf import open_gguf
 from .gpu import open_device
 from .gpu.kernels import Kernels
-from .models import model_class
-from .sampler import Sampler, SamplingParams
+from .memory import plan_memory
+from .models import config_from_metadata, model_class
+from .models.weights import WeightLoader
+from .sampler import SamplingParams
 from .tokenizer import Tokenizer
 
 
 @dataclass
 class Event:
-    """One piece of a streamed generation. The last event has `finish_reason` set ("stop" or "length")."""
+    """One piece of a streamed generation: a token and the text it completes (possibly empty: held back for a
+    stop string or an unfinished character). The last event has `finish_reason` set ("stop" or "length")."""
 
     text: str
     token: int | None = None
@@ -38,24 +42,27 @@ class Event:
 
 
 class LLM:
-    def __init__(self, path: str, *, context: int | None = None, n_slots: int = 1, max_tokens_per_step: int = 64,
+    def __init__(self, path, *, context: int | None = None, n_slots: int = 1, max_tokens_per_step: int = 64,
                  device=None, fold_norms: bool | None = None):
         """`fold_norms` forces RMSNorms into (or out of) the projections; by default it depends on the adapter."""
         t0 = time.perf_counter()
         self.path = path
         self.gguf = open_gguf(path)
         md = self.gguf.metadata
-        self.config = ModelConfig.from_metadata(md, self.gguf.name)
+        self.config = config_from_metadata(md, self.gguf.name)
         self.tokenizer = Tokenizer.from_metadata(md)
         self.template = ChatTemplate.from_metadata(md)
         self.device = device or open_device()
-        self.model = model_class(self.config)(self.config, self.gguf, self.device, fold_norms=fold_norms)
-        self.context = min(context or 2048, self.config.context_length)
         # One slot more than asked for holds the `chat` conversation; all slots share the cache's memory, sized for
-        # `n_slots` full contexts.
+        # `n_slots` full contexts. The plan refuses what cannot fit before anything is allocated.
+        self.plan = plan_memory(self.gguf, self.device.info, context=context or 2048, n_slots=n_slots,
+                                step_tokens=max_tokens_per_step, fold_norms=fold_norms)
+        self.context = self.plan.context
+        self.model = model_class(self.config.arch)(self.config, WeightLoader(self.gguf, self.device),
+                                                   fold_norms=fold_norms)
         self.engine = Engine(self.model, self.device, Kernels(self.device), context=self.context,
                              n_slots=n_slots + 1, max_tokens_per_step=max_tokens_per_step,
-                             cache_positions=self.context * n_slots)
+                             cache_positions=self.plan.kv_positions)
         self.engine.program(1, 1)  # compile the decode step now, not on the first token
         self.load_s = time.perf_counter() - t0
         self._chat_slot: int | None = None
@@ -92,7 +99,9 @@ class LLM:
         ids = self.encode_prompt(prompt)
         if not ids:
             raise LLMChatError("the prompt is empty")
-        self._check_fits(len(ids), 0)
+        if len(ids) > self.context:
+            raise ContextOverflowError(f"the prompt has {len(ids)} tokens; the context holds {self.context} "
+                                       "(nothing was truncated)")
         with self._slot() as slot:
             return ids, list(self.prefill(slot, ids)[-1])
 
@@ -133,15 +142,17 @@ class LLM:
             ids = list(prompt)
         else:
             ids = self.encode_messages(prompt)
+        seq = self._sequence(ids, max_tokens, stop, sampling, ignore_eos)
         with self._slot() as slot:
-            yield from self._generate(slot, ids, 0, max_tokens, stop, SamplingParams(**sampling),
-                                      ignore_eos=ignore_eos)
+            seq.start(slot)
+            yield from self._run(seq)
 
     def chat(self, messages: Sequence[dict], *, max_tokens: int = 256, stop: Sequence[str] = (),
              **sampling) -> Iterator[Event]:
         """Like generate(messages), keeping the conversation's KV cache: the next call with the same history plus
         new messages only computes the new tokens."""
         ids = self.encode_messages(messages)
+        seq = self._sequence(ids, max_tokens, stop, sampling)
         if self._chat_slot is None:
             self._chat_slot = self.engine.kv.new_slot()
             self._chat_tokens = []
@@ -152,84 +163,41 @@ class LLM:
             common += 1
         common = self.engine.kv.truncate(self._chat_slot, common)
         self._chat_tokens = ids[:common]
-        yield from self._generate(self._chat_slot, ids, common, max_tokens, stop, SamplingParams(**sampling),
-                                  history=self._chat_tokens)
+        seq.start(self._chat_slot, common)
+        yield from self._run(seq)
+        self._chat_tokens = seq.tokens[:seq.pos]
 
     def reset_chat(self) -> None:
         if self._chat_slot is not None:
             self.engine.kv.free_slot(self._chat_slot)
         self._chat_slot, self._chat_tokens = None, []
 
-    def _generate(self, slot: int, ids: list[int], cached: int, max_tokens: int, stop: Sequence[str],
-                  params: SamplingParams, history: list[int] | None = None, ignore_eos: bool = False,
-                  ) -> Iterator[Event]:
-        if not ids:
-            raise LLMChatError("the prompt is empty")
-        if max_tokens < 1:
-            raise LLMChatError("max_tokens must be at least 1")
-        params.validate()
-        self._check_fits(len(ids), max_tokens)
-        sampler = Sampler(params, self.config.vocab_size)
-        seen = list(ids)
-        stops = [s for s in stop if s]
-        tok = self.tokenizer
-        decoder = tok.stream_decoder()
-        eog = frozenset() if ignore_eos else tok.eog_ids
-        t0 = time.perf_counter()
-        k = params.candidates_k  # 0 when sampling needs the whole row (penalties, or no top-k with temperature)
-        logits = self.prefill(slot, ids[cached:], start=cached, top_k=k)[-1]
-        t1 = time.perf_counter()
+    def _sequence(self, ids: list[int], max_tokens: int, stop: Sequence[str], sampling: dict,
+                  ignore_eos: bool = False) -> generation.Sequence:
+        request = GenerationRequest(ids, SamplingParams(**sampling), max_tokens, tuple(stop), ignore_eos=ignore_eos)
+        return generation.Sequence(request, self.tokenizer, self.config.vocab_size, self.context)
+
+    def _run(self, seq: generation.Sequence) -> Iterator[Event]:
+        """Drive `seq` through the shared generation loop, adding timings to its finish."""
         stats = self.engine.stats
-        host0, steps0 = stats["host_s"], stats["steps"]  # host time is reported for decode steps
-        text, pending, n_out, finish, stopped_by_string = "", "", 0, "length", False
-        pos = len(ids)
-        while True:
-            if k:
-                token, logprob = sampler.sample_candidates(list(logits.indices), list(logits.values), logits.max,
-                                                           logits.sum_exp, seen)
-            else:
-                token, logprob = sampler.sample_full(logits, seen)
-            n_out += 1
-            if token in eog:
-                finish = "stop"
+        t0, t1 = time.perf_counter(), None
+        for event in generation.generate(self.engine, seq):
+            if t1 is None:  # the first token is sampled: the prompt is in (host time counts decode steps only)
+                t1, host0, steps0 = time.perf_counter(), stats["host_s"], stats["steps"]
+            if isinstance(event, FinishEvent):
                 break
-            seen.append(token)
-            piece = decoder.feed(token)
-            pending += piece
-            hit = _find_stop(pending, stops)
-            if hit is not None:
-                text += pending[:hit]
-                if pending[:hit]:
-                    yield Event(pending[:hit], token, logprob)
-                finish, stopped_by_string = "stop", True
-                break
-            safe = len(pending) - _held_back(pending, stops)
-            if safe > 0 or not stops:
-                out, pending = pending[:safe], pending[safe:]
-                text += out
-                yield Event(out, token, logprob)
-            if n_out >= max_tokens:
-                break
-            logits = self.engine.step([Feed(slot, [token], pos)], top_k=k)[0]
-            pos += 1
-        if pending and not stopped_by_string:  # text held back for a stop string that never came
-            text += pending
-            yield Event(pending)
-        if history is not None:
-            history[:] = seen[:pos]
+            yield Event(event.text, event.token, event.logprob)
+        if event.text:  # held back for a stop string that never came, or an unfinished character (as U+FFFD)
+            yield Event(event.text)
         t2 = time.perf_counter()
-        decode_tokens = max(0, n_out - 1)
-        yield Event("", finish_reason=finish,
-                    usage={"prompt_tokens": len(ids), "completion_tokens": n_out, "cached_tokens": cached},
+        decode_tokens = max(0, event.completion_tokens - 1)
+        yield Event("", finish_reason=event.reason,
+                    usage={"prompt_tokens": event.prompt_tokens, "completion_tokens": event.completion_tokens,
+                           "cached_tokens": event.cached_tokens},
                     timings={"load_s": self.load_s,
-                             "prefill_tok_s": (len(ids) - cached) / max(t1 - t0, 1e-9),
+                             "prefill_tok_s": (event.prompt_tokens - event.cached_tokens) / max(t1 - t0, 1e-9),
                              "decode_tok_s": decode_tokens / (t2 - t1) if decode_tokens else 0.0,
                              "host_ms_per_token": 1e3 * (stats["host_s"] - host0) / max(1, stats["steps"] - steps0)})
-
-    def _check_fits(self, n_prompt: int, max_tokens: int) -> None:
-        if n_prompt + max_tokens > self.context:
-            raise ContextOverflowError(f"the prompt has {n_prompt} tokens and {max_tokens} more were asked for; "
-                                       f"the context holds {self.context} (nothing was truncated)")
 
     def _slot(self):
         return _SlotLease(self.engine.kv)
@@ -245,22 +213,6 @@ class _SlotLease:
 
     def __exit__(self, *exc) -> None:
         self.kv.free_slot(self.slot)
-
-
-def _find_stop(text: str, stops: list[str]) -> int | None:
-    hits = [i for i in (text.find(s) for s in stops) if i >= 0]
-    return min(hits) if hits else None
-
-
-def _held_back(text: str, stops: list[str]) -> int:
-    """How many trailing characters could still begin a stop string, so must not be streamed yet."""
-    held = 0
-    for s in stops:
-        for k in range(min(len(s) - 1, len(text)), 0, -1):
-            if text.endswith(s[:k]):
-                held = max(held, k)
-                break
-    return held
 
 
 def load(model: str, **options) -> LLM:

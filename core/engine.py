@@ -12,15 +12,15 @@ import time
 from array import array
 from dataclasses import dataclass
 
-from .config import ModelConfig
 from .errors import ContextOverflowError, InvalidRequestError, LLMChatError
 from .gpu import ops
-from .gpu.device import Device, Program, View
+from .gpu.device import BINDING_ALIGN, Device, Program, View
 from .gpu.kernels import Kernels
+from .gpu.kvlayout import blocks_for
 from .gpu.recorder import Act, Recorder
-from .gpu.kvlayout import BLOCK_TOKENS
 from .kv_cache import KVCache
-from .models.llama import BINDING_ALIGN, Activations
+from .memory import candidates_bytes, inputs_bytes, step_bucket
+from .models.base import Activations, Model
 
 
 @dataclass
@@ -38,35 +38,33 @@ class Feed:
 CONTEXT_MIN = 128
 
 
-def bucket(n: int) -> int:
-    """The smallest power of two ≥ n: programs exist per bucket, so a handful cover every step size."""
-    return 1 << max(0, n - 1).bit_length()
-
-
 class Engine:
-    def __init__(self, model, device: Device, kernels: Kernels, *, context: int, n_slots: int = 1,
+    def __init__(self, model: Model, device: Device, kernels: Kernels, *, context: int, n_slots: int = 1,
                  max_tokens_per_step: int = 64, cache_positions: int | None = None):
         """`n_slots` sequences can be open at once; they share a KV cache of `cache_positions` positions
-        (default: a full context for each)."""
+        (default: a full context for each). Buffers are sized as `llmchat.memory.plan_memory` plans them."""
         self.model = model
-        self.config: ModelConfig = model.config
+        self.config = model.config
         self.device = device
         self.kernels = kernels
         self.context = context
-        n_blocks = None if cache_positions is None else -(-cache_positions // BLOCK_TOKENS)
-        self.kv = KVCache(device, self.config, n_slots=n_slots, context=context, n_blocks=n_blocks)
-        self.max_step = bucket(max_tokens_per_step)
-        # The two step counts share one uniform buffer, so a step writes them at once (bindings of one buffer
-        # sit at multiples of 256 bytes, WebGPU's largest offset alignment).
+        n_blocks = None if cache_positions is None else blocks_for(cache_positions)
+        self.kv = KVCache(device, model.kv_widths(), n_slots=n_slots, context=context, n_blocks=n_blocks)
+        self.max_step = step_bucket(max_tokens_per_step)
+        # The two step counts share one uniform buffer, so a step writes them at once.
         self._counts = device.buffer(BINDING_ALIGN + 16, "step counts", uniform=True)
         self.step_buf = View(self._counts, 0, 16)
         self.out_buf = View(self._counts, BINDING_ALIGN, 16)
+        # Token records and logits rows in one buffer, so a step uploads them with one write.
+        self._tokens_end = inputs_bytes(self.max_step) - self.max_step * 4
+        inputs = device.buffer(inputs_bytes(self.max_step), "step inputs")
+        specs = model.activations()
         rec = self._recorder()
-        split_ffn = len(model.blk[0].ffn_gate_up) > 1
-        self.acts = Activations.create(rec, self.config, self.max_step, self.max_step, split_ffn=split_ffn,
-                                       fold_norms=model.fold_norms)
+        self.acts = Activations(View(inputs, 0, self.max_step * 16), View(inputs, self._tokens_end, self.max_step * 4),
+                                {s.name: rec.act(s.name, self.max_step, s.cols) for s in specs},
+                                frozenset(s.name for s in specs if s.per_out_row))
         self.logits = rec.act("logits", self.max_step, self.config.vocab_size)
-        self.candidates = rec.device.buffer(self.max_step * ops.topk_words(ops.TOPK_MAX) * 4, "candidates")
+        self.candidates = device.buffer(candidates_bytes(self.max_step), "candidates")
         self._programs: dict[tuple[int, int, int, int], Program] = {}
         # host_s: Python and driver time of steps, program recording excluded (record_s), GPU waits excluded
         self.stats = {"steps": 0, "tokens": 0, "host_s": 0.0, "record_s": 0.0}
@@ -82,13 +80,8 @@ class Engine:
         prog = self._programs.get(key)
         if prog is None:
             rec = self._recorder()
-            a = self.acts
-            acts = Activations(tokens=a.tokens, out_rows=a.out_rows, x=_rows(a.x, rows),
-                               h=_rows(a.h, rows) if a.h else None, qkv=_rows(a.qkv, rows),
-                               attn=_rows(a.attn, rows), ff=_rows(a.ff, rows),
-                               up=_rows(a.up, rows) if a.up else None, last=_rows(a.last, out_rows))
-            logits = _rows(self.logits, out_rows)
-            self.model.record(rec, acts, self.kv, logits, context=context)
+            logits = Act(self.logits.buffer, out_rows, self.logits.cols)
+            self.model.record(rec, self.acts.cut(rows, out_rows), self.kv, logits, context=context)
             if top_k:
                 ops.topk(rec, logits, self.candidates, top_k)
             prog = self._programs[key] = rec.finish()
@@ -96,8 +89,8 @@ class Engine:
 
     def dispatches_per_step(self, rows: int = 1, out_rows: int = 1, top_k: int = 1, context: int | None = None) -> int:
         """Dispatches of the step that feeds `rows` tokens reaching position `context` (default: the full context)."""
-        reach = None if context is None else max(CONTEXT_MIN, bucket(context))
-        return len(self.program(bucket(rows), bucket(out_rows), top_k, reach))
+        reach = None if context is None else max(CONTEXT_MIN, step_bucket(context))
+        return len(self.program(step_bucket(rows), step_bucket(out_rows), top_k, reach))
 
     def step(self, feeds: list[Feed], top_k: int = 0) -> list:
         """Run one forward step. Per feed: the logits rows it asked for (a flat row-major array('f')), or with
@@ -128,15 +121,15 @@ class Engine:
             raise LLMChatError("top-k candidates come from the last row of each feed; all_logits asks for every row")
         self.kv.sync()
         dev = self.device
-        # Token records and logits rows share one buffer (Activations.create): one write, as for the counts.
+        # Token records and logits rows share one buffer: one write, as for the counts.
         inputs = bytearray(tokens.tobytes())
-        inputs += bytes(self.acts.out_rows.offset - len(inputs))
+        inputs += bytes(self._tokens_end - len(inputs))
         dev.write(self.acts.tokens.buffer, inputs + out_rows.tobytes())
         dev.write(self._counts, struct.pack("<4I", n, 0, 0, 0) + bytes(BINDING_ALIGN - 16) +
                   struct.pack("<4I", n_out, 0, 0, 0))
         reach = max(f.start + len(f.tokens) for f in feeds)
         t_record = time.perf_counter()
-        program = self.program(bucket(n), bucket(n_out), top_k, max(CONTEXT_MIN, bucket(reach)))
+        program = self.program(step_bucket(n), step_bucket(n_out), top_k, max(CONTEXT_MIN, step_bucket(reach)))
         recorded = time.perf_counter() - t_record
         dev.run(program)
         self.stats["record_s"] += recorded
@@ -153,6 +146,3 @@ class Engine:
             i += k
         return result
 
-
-def _rows(a: Act, rows: int) -> Act:
-    return Act(a.buffer, rows, a.cols)

@@ -32,10 +32,6 @@ class ChatTemplateError(LLMChatError):
     """The model's chat template failed to render."""
 
 
-class ContextOverflowError(LLMChatError):
-    """A prompt plus requested tokens do not fit the context window (we never truncate silently)."""
-
-
 class GPUError(LLMChatError):
     """Base of WebGPU failures."""
 
@@ -58,3 +54,7 @@ class ModelTooLargeError(GPUError):
 
 class InvalidRequestError(LLMChatError, ValueError):
     """A request parameter is out of range (sampling settings, token ids, sizes); the message names it."""
+
+
+class ContextOverflowError(InvalidRequestError):
+    """A prompt plus requested tokens do not fit the context window (we never truncate silently)."""

@@ -12,9 +12,15 @@ import struct
 import sys
 from typing import TextIO
 
+from .errors import LLMChatError
 from .gguf import GGUFFile, GGUFValueType, open_gguf
 from .gguf_header import MetadataType
+from .gpu.device import AdapterInfo
+from .memory import plan_memory
 
+# What `inspect` plans for: a GPU adapter with WebGPU's default limits (128 MiB bindings), a 2048-token context.
+PLAN_ADAPTER = AdapterInfo(name="a GPU with WebGPU's default limits", backend="webgpu")
+PLAN_CONTEXT = 2048
 ARRAY_PREVIEW = 5  # items shown of a long array
 STRING_PREVIEW = 60  # characters shown of a long string
 
@@ -41,7 +47,16 @@ def summary(model: GGUFFile) -> dict[str, object]:
             entry["shard"] = t.shard
         tensors.append(entry)
     return {"version": model.version, "alignment": model.alignment,
-            "metadata": {key: _jsonable(value) for key, value in model.metadata.items()}, "tensors": tensors}
+            "metadata": {key: _jsonable(value) for key, value in model.metadata.items()}, "tensors": tensors,
+            "plan": run_plan(model)}
+
+
+def run_plan(model: GGUFFile) -> dict:
+    """What this version needs to run the model (llmchat.memory), or why it cannot."""
+    try:
+        return plan_memory(model, PLAN_ADAPTER, context=PLAN_CONTEXT).as_dict()
+    except LLMChatError as exc:
+        return {"error": str(exc)}
 
 
 def _jsonable(value: object) -> object:
@@ -84,6 +99,15 @@ def print_text(model: GGUFFile, out: TextIO) -> None:
         cells = [cell.rjust(width) if column in numeric else cell.ljust(width)
                  for column, (cell, width) in enumerate(zip(row, widths, strict=True))]
         out.write("  " + "  ".join(cells).rstrip() + "\n")
+
+    plan = run_plan(model)
+    out.write(f"\nto run ({PLAN_ADAPTER.name}, {PLAN_CONTEXT}-token context):\n")
+    if "error" in plan:
+        out.write(f"  cannot: {plan['error']}\n")
+    else:
+        mib = {k: f"{plan[k] / 2**20:.1f} MiB" for k in ("weights", "kv_cache", "activations", "total")}
+        out.write(f"  {mib['total']}: weights {mib['weights']}, KV cache {mib['kv_cache']}, activations "
+                  f"{mib['activations']}\n  matmul kernels (type/layout): {', '.join(plan['kernels'])}\n")
 
 
 def _type_label(types: MetadataType) -> str:

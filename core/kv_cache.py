@@ -7,30 +7,30 @@ from __future__ import annotations
 
 from array import array
 
-from .config import ModelConfig
 from .errors import ContextOverflowError, ModelTooLargeError
 from .gpu.device import Device
-from .gpu.kvlayout import BLOCK_TOKENS
+from .gpu.kvlayout import BLOCK_TOKENS, blocks_for, layer_bytes
 
 
 class KVCache:
-    def __init__(self, device: Device, config: ModelConfig, *, n_slots: int, context: int,
+    def __init__(self, device: Device, kv_widths: list[int], *, n_slots: int, context: int,
                  n_blocks: int | None = None):
+        """`kv_widths[i]`: f32 values one position keeps in layer i's K (and V) cache; 0 for a layer without one."""
         self.device = device
         self.n_slots = n_slots
         self.max_context = context
-        self.max_blocks = -(-context // BLOCK_TOKENS)
+        self.max_blocks = blocks_for(context)
         self.n_blocks = n_blocks or self.max_blocks * n_slots
-        block_bytes = BLOCK_TOKENS * config.kv_dim * 4
-        if self.n_blocks * block_bytes > device.info.max_binding_size:
+        sizes = [layer_bytes(w, self.n_blocks) for w in kv_widths]
+        if max(sizes, default=0) > device.info.max_binding_size:
             raise ModelTooLargeError(
-                f"a KV cache of {self.n_blocks * BLOCK_TOKENS} positions needs {self.n_blocks * block_bytes >> 20} MiB "
-                f"per layer, over the adapter's {device.info.max_binding_size >> 20} MiB binding limit; "
+                f"a KV cache of {self.n_blocks * BLOCK_TOKENS} positions needs {max(sizes) >> 20} MiB per layer, "
+                f"over the adapter's {device.info.max_binding_size >> 20} MiB binding limit; "
                 "use a smaller context or fewer parallel sequences")
-        self.k = [device.buffer(self.n_blocks * block_bytes, f"blk.{i}.k_cache") for i in range(config.n_layer)]
-        self.v = [device.buffer(self.n_blocks * block_bytes, f"blk.{i}.v_cache") for i in range(config.n_layer)]
+        self.k = [device.buffer(n, f"blk.{i}.k_cache") if n else None for i, n in enumerate(sizes)]
+        self.v = [device.buffer(n, f"blk.{i}.v_cache") if n else None for i, n in enumerate(sizes)]
         self.table = device.buffer(n_slots * self.max_blocks * 4, "block_table")
-        self.nbytes = 2 * config.n_layer * self.n_blocks * block_bytes
+        self.nbytes = 2 * sum(sizes)
         self._host_table = array("I", bytes(4 * n_slots * self.max_blocks))
         self._free = list(range(self.n_blocks - 1, -1, -1))
         self._refs = [0] * self.n_blocks

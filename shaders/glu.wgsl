@@ -1,4 +1,5 @@
-// gate[t, c] = silu(gate[t, c]) * up[t, c]: the gated unit when gate and up are computed by separate matmuls.
+// gate[t, c] = act(gate[t, c]) * up[t, c]: the gated unit when gate and up are computed by separate matmuls.
+//!include activation.wgsl
 
 struct Params {
     cols: u32,  // elements per row
@@ -24,6 +25,5 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
         return;
     }
     let i = t * p.cols + c;
-    let g = gate[i];
-    gate[i] = g / (1.0 + exp(-g)) * up[i];
+    gate[i] = gate_act(gate[i]) * up[i];
 }

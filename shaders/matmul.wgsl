@@ -6,7 +6,7 @@
 // latency; R = 8 for decode on CPU emulators, where every storage load is a scalar loop over the SIMD lanes and
 // reusing x across rows is what pays. TT = 1 for decode, 4 or 8 for prefill.
 // MODE 0 stores, MODE 1 adds into y (the residual stream), MODE 2 is the gated unit: W holds the gate rows, then
-// at `glu_rows` the up rows, and y = silu(gate . x) * (up . x).
+// at `glu_rows` the up rows, and y = act(gate . x) * (up . x) (activation.wgsl).
 // NORM folds the RMSNorm that precedes a projection into it: W . (x / rms(x) * g) = (W . (x * g)) / rms(x). The
 // sum of squares is accumulated from the blocks of x as they are loaded, so the fold costs one FMA per element.
 // XLOAD chooses how blocks of x are loaded (matmul_x_plain.wgsl, matmul_x_shared.wgsl), LAYOUT how rows of W are
@@ -18,6 +18,7 @@
 //!include matmul_x_{{XLOAD}}.wgsl
 //!include {{QUANT}}.wgsl
 //!include rows_{{LAYOUT}}.wgsl
+//!include activation.wgsl
 
 struct Params {
     k: u32,            // row length of W and of x, in elements (a multiple of 32)
@@ -170,7 +171,7 @@ fn store(r: u32, t: u32) {
     } else if (MODE == 1u) {
         y[o] += v + b;
     } else {
-        y[o] = silu(v) * acc[(R + r) * TT + t] * r_inv;
+        y[o] = gate_act(v) * acc[(R + r) * TT + t] * r_inv;
     }
 }
 
@@ -187,10 +188,6 @@ fn store_row(r: u32) {
         store(r, 6u);
         store(r, 7u);
     }
-}
-
-fn silu(v: f32) -> f32 {
-    return v / (1.0 + exp(-v));
 }
 
 @compute @workgroup_size({{WG}})

@@ -31,7 +31,8 @@ def test_json_has_full_metadata_and_tensor_table(tmp_path: Path, capsys: pytest.
     out = _run(capsys, path, as_json=True)
     assert out.count("\n") == 1
     summary = _strict_json(out)
-    assert list(summary) == ["version", "alignment", "metadata", "tensors"]
+    assert list(summary) == ["version", "alignment", "metadata", "tensors", "plan"]
+    assert "metadata llama.block_count is missing" in summary["plan"]["error"]  # not a runnable model
     assert (summary["version"], summary["alignment"]) == (3, 32)
     for key, (value, vtype, item_type) in EVERY_TYPE_METADATA.items():
         assert summary["metadata"][key] == expected_value(value, vtype, item_type), key
@@ -55,7 +56,9 @@ def test_text_abbreviates_and_escapes(tmp_path: Path, capsys: pytest.CaptureFixt
     assert by_key["eps"].endswith("float32    1e-05")  # the float32 shown as written, not 9.99999974e-06
     assert by_key["raw"].endswith('"ab\\xff"')
     assert by_key["template"].endswith('"' + "x" * 60 + '"... (500 chars)')
-    table = lines[lines.index("tensors:") + 1:]
+    start = lines.index("tensors:") + 1
+    table = lines[start:lines.index("", start)]  # up to the blank line before what running it takes
+    assert lines[-1].startswith("  cannot: ")
     assert table[0].split() == ["#", "name", "type", "shape", "offset", "bytes"]
     assert table[1].split()[:4] == ["0", "token_embd.weight", "Q8_0", "[64,"]
     assert table[1].split()[-1] == "204"
@@ -69,3 +72,14 @@ def test_split_model_lists_shards(tmp_path: Path, capsys: pytest.CaptureFixture[
     text = _run(capsys, paths[0], as_json=False)
     assert text.startswith(f"shard 1: {paths[0]}\nshard 2: {paths[1]}\nshard 3: {paths[2]}\n")
     assert "in 3 shards" in text
+
+
+def test_plan_names_the_kernels_and_memory_a_real_model_needs(smollm2_path, capsys) -> None:
+    summary = _strict_json(_run(capsys, Path(smollm2_path), as_json=True))
+    plan = summary["plan"]
+    assert plan["kernels"] == ["q4_1/gguf", "q8_0/gguf"]
+    assert plan["weights"] == sum(t["nbytes"] for t in summary["tensors"])
+    assert plan["kv_cache"] == 30 * 2 * 2048 * 3 * 64 * 4
+    assert plan["total"] == plan["weights"] + plan["kv_cache"] + plan["activations"]
+    text = _run(capsys, Path(smollm2_path), as_json=False)
+    assert "matmul kernels (type/layout): q4_1/gguf, q8_0/gguf" in text

@@ -15,6 +15,7 @@ from gpu_util import Gpu, assert_close, gpu, rng  # noqa: F401 (gpu and rng are 
 from paged_cache import PagedCache, token_infos
 
 from llmchat.gpu import ops
+from llmchat.gpu.variants import ATTN_MIN_RANGE, Variants
 
 pytestmark = pytest.mark.gpu
 
@@ -103,10 +104,11 @@ def test_attention_grid_folds_past_65535_workgroups(gpu: Gpu, rng, monkeypatch):
 def test_attention_splits_follow_the_work():
     """Decode cuts a long context into ranges of at least ATTN_MIN_RANGE positions; prefill and short contexts,
     where tokens and heads alone fill the device, take one range and skip the combine pass."""
-    decode = ops.attention_splits(1, 9, 2048)
-    assert 8 < decode <= 64 and 2048 // decode >= ops.ATTN_MIN_RANGE
-    assert ops.attention_splits(512, 32, 8192) == 1
-    assert ops.attention_splits(4, 9, ops.ATTN_MIN_RANGE) == 1
+    gpu = Variants(software=False, shared_loads=False)
+    decode = gpu.attention_splits(1, 9, 2048)
+    assert 8 < decode <= 64 and 2048 // decode >= ATTN_MIN_RANGE
+    assert gpu.attention_splits(512, 32, 8192) == 1
+    assert gpu.attention_splits(4, 9, ATTN_MIN_RANGE) == 1
 
 
 def test_rope_store_then_attention_in_one_program(gpu: Gpu, rng):

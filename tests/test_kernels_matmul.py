@@ -20,7 +20,7 @@ from llmchat.gpu import ops
 
 pytestmark = pytest.mark.gpu
 
-# (rows of W, row length k, tokens): token counts 1, 5 and 13 use tiles of 1, 4 and 8 (see ops.token_tile).
+# (rows of W, row length k, tokens): token counts 1, 5 and 13 use tiles of 1, 4 and 8 (see variants.Variants.matmul).
 SHAPES = [(70, 768, 1), (131, 512, 5), (37, 256, 13)]
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from llmchat.chat import ChatTemplate
-from llmchat.config import ModelConfig
+from llmchat.models import config_from_metadata
 from llmchat.errors import ContextOverflowError, GGUFError, LLMChatError, SourceError
 from llmchat.ggml_types import BLOCK_LAYOUT, GGMLType
 from llmchat.gguf import open_gguf
@@ -50,7 +50,7 @@ def tokenizer(model) -> Tokenizer:
 
 # -- GGUF ------------------------------------------------------------------------------------------------------------
 def test_smollm2_header_describes_the_model(model):
-    config = ModelConfig.from_metadata(model.metadata)
+    config = config_from_metadata(model.metadata)
     assert (config.arch, config.n_layer, config.n_embd, config.n_head, config.n_kv_head) == ("llama", 30, 576, 9, 3)
     assert config.vocab_size == 49152 == len(model.metadata["tokenizer.ggml.tokens"])
     assert model.tensors["blk.0.attn_q.weight"].type is GGMLType.Q4_1
@@ -200,9 +200,14 @@ class MemoryDevice(Device):
         raise NotImplementedError
 
 
+def _kv_widths(model) -> list[int]:
+    config = config_from_metadata(model.metadata)
+    return [config.kv_dim] * config.n_layer
+
+
 @pytest.fixture
 def kv(model) -> KVCache:
-    return KVCache(MemoryDevice(), ModelConfig.from_metadata(model.metadata), n_slots=3, context=64)
+    return KVCache(MemoryDevice(), _kv_widths(model), n_slots=3, context=64)
 
 
 def _table(kv: KVCache, slot: int, n: int) -> list[int]:
@@ -245,7 +250,7 @@ def test_context_and_capacity_limits_are_errors(kv):
 def test_a_cache_beyond_the_binding_limit_is_refused_up_front(model):
     small = MemoryDevice(max_binding_size=1 << 20)
     with pytest.raises(LLMChatError, match="binding limit"):
-        KVCache(small, ModelConfig.from_metadata(model.metadata), n_slots=1, context=4096)
+        KVCache(small, _kv_widths(model), n_slots=1, context=4096)
 
 
 # -- parity ----------------------------------------------------------------------------------------------------------

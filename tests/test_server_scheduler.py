@@ -9,8 +9,8 @@ import pytest
 from llmchat.api import LLM
 from llmchat.errors import InvalidRequestError
 from llmchat.sampler import SamplingParams
-from llmchat.server.scheduler import (ErrorEvent, FinishEvent, GenerationRequest, QueueFullError, Scheduler,
-                                      SchedulerStoppedError, TokenEvent)
+from llmchat.generation import FinishEvent, GenerationRequest, TokenEvent
+from llmchat.server.scheduler import ErrorEvent, QueueFullError, Scheduler, SchedulerStoppedError
 from model_factory import write_model
 
 pytestmark = pytest.mark.gpu

@@ -14,7 +14,7 @@ from llmchat.server.metrics import Metrics
 from llmchat.server.prefix_cache import PrefixCache, common_prefix
 from llmchat.server.schemas import ChatCompletionRequest, CompletionRequest, unsupported_fields
 from llmchat.server.static import media_type, parse_ranges, safe_path
-from llmchat.server.textstream import TextStream
+from llmchat.textstream import TextStream
 from llmchat.tokenizer import Tokenizer
 from model_factory import write_model
 
@@ -126,7 +126,7 @@ class _Device:
 
 
 def _kv(n_slots: int = 4, n_blocks: int | None = None) -> KVCache:
-    return KVCache(_Device(), SimpleNamespace(kv_dim=8, n_layer=1), n_slots=n_slots, context=128, n_blocks=n_blocks)
+    return KVCache(_Device(), [8], n_slots=n_slots, context=128, n_blocks=n_blocks)
 
 
 def _filled(kv: KVCache, tokens: list[int]) -> int:

@@ -19,7 +19,8 @@ from collections import defaultdict
 
 from llmchat.api import LLM
 from llmchat.catalogue import resolve
-from llmchat.engine import CONTEXT_MIN, Feed, bucket
+from llmchat.engine import CONTEXT_MIN, Feed
+from llmchat.memory import step_bucket as bucket
 
 
 def family(name: str) -> str:

@@ -11,13 +11,11 @@ import time
 
 from ..api import LLM
 from ..browser_source import BrowserSource
-from ..config import ModelConfig
-from ..errors import ModelTooLargeError, UnsupportedModelError
 from ..gguf import GGUFFile, open_gguf
 from ..gpu.browser import BrowserDevice
 from ..gpu.device import AdapterInfo
-from ..gpu.kvlayout import block_bytes, blocks_for
-from ..gpu.tensors import GPU_TYPES
+from ..memory import plan_memory
+from ..models import config_from_metadata
 
 # Tokens one prefill step takes (the engine's `max_tokens_per_step`): activations and logits are sized for it.
 STEP_TOKENS = 64
@@ -26,40 +24,15 @@ _state: dict = {}
 
 
 def plan(gguf: GGUFFile, info: AdapterInfo, context: int, gpu_budget: int = 0) -> dict:
-    """What the model needs on this adapter, in bytes; ModelTooLargeError/UnsupportedModelError if it cannot run.
+    """What the model needs on this adapter, in bytes (llmchat.memory's plan, from the header alone, so it runs
+    before a single weight is downloaded); ModelTooLargeError/UnsupportedModelError if it cannot run.
 
-    Everything here comes from the header, so it runs before a single weight is downloaded. `gpu_budget` is an
-    estimate of the memory the GPU may use (0: unknown); WebGPU does not tell, so the worker derives it from
-    `navigator.deviceMemory` when that says little memory (the value is capped at 8 GiB for privacy).
+    `gpu_budget` is an estimate of the memory the GPU may use (0: unknown); WebGPU does not tell, so the worker
+    derives it from `navigator.deviceMemory` when that says little memory (the value is capped at 8 GiB for privacy).
     """
-    config = ModelConfig.from_metadata(gguf.metadata, gguf.name)
-    for t in gguf.tensors.values():
-        if t.type not in GPU_TYPES:
-            raise UnsupportedModelError(f"tensor '{t.name}' has type {t.type.name}, which has no GPU kernel yet")
-    ctx = min(context, config.context_length)
-    weights = sum(t.nbytes for t in gguf.tensors.values())
-    kv_layer = blocks_for(ctx) * block_bytes(config.n_kv_head, config.head_dim)
-    kv = 2 * config.n_layer * kv_layer
-    # Activations of one step: residual, normed input, q/k/v, attention, gate/up, plus the logits rows.
-    width = config.n_embd * 3 + config.q_dim + 2 * config.kv_dim + 2 * config.n_ff
-    activations = STEP_TOKENS * (width + config.vocab_size) * 4
-    largest_row = max((t.nbytes // max(1, t.n_elements // t.shape[0]) for t in gguf.tensors.values()), default=0)
-    problems = []
-    if kv_layer > info.max_binding_size:
-        problems.append(f"its KV cache for {ctx} positions needs {kv_layer >> 20} MiB per layer, over this GPU's "
-                        f"{info.max_binding_size >> 20} MiB binding limit (ask for a smaller context-size)")
-    if largest_row > info.max_binding_size:
-        problems.append(f"one weight row takes {largest_row} bytes, over the binding limit")
-    total = weights + kv + activations
-    if gpu_budget and total > gpu_budget:
-        problems.append(f"it needs about {total / 2**30:.1f} GiB of GPU memory (weights {weights / 2**30:.1f} GiB, "
-                        f"KV cache {kv / 2**30:.2f} GiB), more than this device is likely to have "
-                        f"({gpu_budget / 2**30:.1f} GiB)")
-    if problems:
-        raise ModelTooLargeError(f"{gguf.name}: this model cannot run on this device: " + "; ".join(problems))
-    return {"model": str(gguf.metadata.get("general.name", "")) or config.arch, "arch": config.arch,
-            "weights": weights, "kv_cache": kv, "activations": activations, "total": total, "context": ctx,
-            "vocab": config.vocab_size, "layers": config.n_layer}
+    result = plan_memory(gguf, info, context=context, step_tokens=STEP_TOKENS, gpu_budget=gpu_budget).as_dict()
+    config = config_from_metadata(gguf.metadata, gguf.name)
+    return {**result, "model": config.name or config.arch, "vocab": config.vocab_size, "layers": config.n_layer}
 
 
 def check(store, bridge, context: int, gpu_budget: int) -> str:

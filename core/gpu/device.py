@@ -12,6 +12,10 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 
 
+# Offsets of bindings within one buffer are multiples of this (WebGPU's largest minimum offset alignment, bytes).
+BINDING_ALIGN = 256
+
+
 @dataclass(frozen=True)
 class AdapterInfo:
     """What the adapter is and what it can do; reported by `llmchat bench` and used to pick kernel variants."""

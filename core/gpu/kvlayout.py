@@ -1,6 +1,7 @@
 """The layout of the paged KV cache, shared by the kernels that write it, the kernels that read it, and the host.
 
-Per layer there is a K buffer and a V buffer, each [n_blocks, BLOCK_TOKENS, n_kv_head, head_dim] f32. A sequence
+Per layer there is a K buffer and a V buffer, each [n_blocks, BLOCK_TOKENS, n_kv_head, head_dim] f32 (a layer
+without attention has none). A sequence
 owns a list of blocks in the block table, an `array<u32>` [n_slots, max_blocks]: position p of the sequence in slot
 s lives in block `table[s * max_blocks + p // BLOCK_TOKENS]`, row `p % BLOCK_TOKENS`. Blocks need not be
 contiguous or ordered, so sequences grow, share prefixes and free memory one block at a time.
@@ -15,11 +16,6 @@ def blocks_for(n_positions: int) -> int:
     return -(-n_positions // BLOCK_TOKENS)
 
 
-def block_bytes(n_kv_head: int, head_dim: int) -> int:
-    """Bytes one block takes in the K buffer (and as many in the V buffer) of one layer."""
-    return BLOCK_TOKENS * n_kv_head * head_dim * 4
-
-
-def cache_offset(block: int, position: int, kv_head: int, *, n_kv_head: int, head_dim: int) -> int:
-    """Element index of (position's row in `block`, kv_head, dimension 0) in a K or V buffer."""
-    return ((block * BLOCK_TOKENS + position % BLOCK_TOKENS) * n_kv_head + kv_head) * head_dim
+def layer_bytes(width: int, n_blocks: int) -> int:
+    """Bytes of one layer's K (or V) buffer: `n_blocks` blocks of positions of `width` f32 values each."""
+    return n_blocks * BLOCK_TOKENS * width * 4

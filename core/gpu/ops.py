@@ -18,15 +18,15 @@ from .tensors import Weight
 STORE, ADD, GLU = 0, 1, 2  # matmul modes: y = Wx, y += Wx, y = silu(W_gate x) * (W_up x)
 
 
-def token_tile(rows: int) -> int:
-    """Tokens each matmul invocation handles on GPUs: 1 for decode, a register tile for prefill."""
-    return variants.Variants(software=False, shared_loads=False).matmul(rows).tokens
+# Activations of a gated feed-forward unit (shaders/activation.wgsl)
+ACTIVATIONS = {"silu": 0, "gelu": 1}
 
 
 def matmul(rec: Recorder, w: Weight, x: Act, y: Act, *, y_offset: int = 0, mode: int = 0, bias=None,
-           bias_offset: int = 0, norm=None, eps: float = 0.0, rows_from=None,
+           bias_offset: int = 0, norm=None, eps: float = 0.0, rows_from=None, act: str = "silu",
            tile: variants.MatmulTile | None = None) -> None:
-    """y[:, y_offset:y_offset+n] (=, +=) x @ W^T; mode GLU computes silu(x @ Wg^T) * (x @ Wu^T) over stacked [Wg; Wu].
+    """y[:, y_offset:y_offset+n] (=, +=) x @ W^T; mode GLU computes act(x @ Wg^T) * (x @ Wu^T) over stacked [Wg; Wu]
+    with `act` "silu" or "gelu" (tanh approximation).
 
     With `norm` (an f32 vector buffer) x is RMS-normalised first: rmsnorm(x, norm, eps) @ W^T, in the same dispatch.
     The number of rows of x to compute is the first u32 of `rows_from` (default: the step's token count).
@@ -39,7 +39,7 @@ def matmul(rec: Recorder, w: Weight, x: Act, y: Act, *, y_offset: int = 0, mode:
     t = tile or variants.variants(rec.device).matmul(x.rows)
     kernel = rec.kernels.get("matmul.wgsl", QUANT=w.shader, LAYOUT=w.layout, R=t.rows, TT=t.tokens, WG=t.wg,
                              XLOAD=t.xload, MODE=mode, BIAS=_wgsl_bool(bias is not None),
-                             NORM=_wgsl_bool(norm is not None))
+                             NORM=_wgsl_bool(norm is not None), ACT=ACTIVATIONS[act])
     for part in w.parts:
         n_out = glu_rows if mode == GLU else part.rows
         params = rec.params(w.name, "8If", w.k, n_out, w.row_bytes, x.cols, y.cols, y_offset + part.row_start,
@@ -70,9 +70,9 @@ def gather_rows(rec: Recorder, x: Act, rows, y: Act) -> None:
     rec.add(kernel, (params, rec.out_step, x.buffer, rows, y.buffer), (cdiv(x.cols, 64), y.rows, 1))
 
 
-def mul_silu(rec: Recorder, gate: Act, up: Act) -> None:
-    """gate = silu(gate) * up, in place; used when gate and up weights could not be stacked into one matmul."""
-    kernel = rec.kernels.get("glu.wgsl")
+def mul_gate(rec: Recorder, gate: Act, up: Act, act: str = "silu") -> None:
+    """gate = act(gate) * up, in place; used when gate and up weights could not be stacked into one matmul."""
+    kernel = rec.kernels.get("glu.wgsl", ACT=ACTIVATIONS[act])
     params = rec.params("glu", "4I", gate.cols, 0, 0, 0)
     rec.add(kernel, (params, rec.step, gate.buffer, up.buffer), (cdiv(gate.cols, 64), gate.rows, 1))
 
@@ -83,8 +83,6 @@ NORM_WG = 64  # invocations per RMSNorm workgroup (one workgroup per token and s
 # On CPU adapters one SIMD batch (8 lanes on lavapipe) makes the workgroup barrier nearly free: 2x faster there.
 NORM_WG_SOFTWARE = 8
 ATTN_WG = 32  # invocations per attention workgroup; small, so one decode token still fills several workgroups
-ATTN_PARALLEL = 1024  # (token, head, range) invocations attention aims for before it stops cutting ranges
-ATTN_MIN_RANGE = 32  # positions per range below which cutting a context further costs more than it gains
 TOPK_WG = 16  # invocations per top-k scan workgroup; a row has only tens of chunks
 TOPK_MAX = 64
 
@@ -159,20 +157,13 @@ def rope_store(rec: Recorder, qkv: Act, tokens: Binding, k_cache: Buffer, v_cach
             (cdiv(heads * head_dim // 2, 64), qkv.rows, 1))
 
 
-def attention_splits(rows: int, n_head: int, max_context: int) -> int:
-    """Ranges to cut each token's positions into on GPUs (variants.py decides for CPU emulators): enough to occupy the device when few tokens run (decode), one
-    when tokens alone do (prefill), never ranges shorter than ATTN_MIN_RANGE positions of the longest context."""
-    by_work = cdiv(ATTN_PARALLEL, rows * n_head)
-    return max(1, min(by_work, cdiv(max_context, ATTN_MIN_RANGE), 64))
-
-
 def attention(rec: Recorder, qkv: Act, tokens: Binding, k_cache: Buffer, v_cache: Buffer, block_table: Buffer,
               out: Act, *, n_head: int, n_kv_head: int, head_dim: int, scale: float, max_blocks: int,
               max_context: int, window: int = 0, softcap: float = 0.0, splits: int | None = None) -> None:
     """out[t, h] = causal softmax(q_t,h . K * scale) V over the token's own sequence in the paged cache.
 
     `window` > 0 limits a token at position p to positions > p - window; `softcap` > 0 squashes scores with
-    softcap * tanh(score / softcap). `splits` overrides the number of ranges per token (attention_splits).
+    softcap * tanh(score / softcap). `splits` overrides the number of ranges per token (variants.Variants.attention_splits).
     """
     if qkv.cols != (n_head + 2 * n_kv_head) * head_dim or out.cols < n_head * head_dim or out.rows < qkv.rows:
         raise ValueError(f"attention over {n_head}/{n_kv_head} heads of {head_dim}: qkv is {qkv.rows}x{qkv.cols}, "
@@ -184,7 +175,7 @@ def attention(rec: Recorder, qkv: Act, tokens: Binding, k_cache: Buffer, v_cache
     hd4 = head_dim // 4
     record_bytes = (hd4 + 1) * 16
     n_splits = max(1, min(n_splits, rec.device.info.max_binding_size // (qkv.rows * n_head * record_bytes)))
-    kernel = rec.kernels.get("attention.wgsl", HD4=hd4, WG=ATTN_WG, MIN_RANGE=ATTN_MIN_RANGE,
+    kernel = rec.kernels.get("attention.wgsl", HD4=hd4, WG=ATTN_WG, MIN_RANGE=variants.ATTN_MIN_RANGE,
                              BLOCK_TOKENS=BLOCK_TOKENS)
     params = rec.params("attention", "8I2f", n_head, n_kv_head, qkv.cols, out.cols, max_blocks, window, n_splits, 0,
                         scale, softcap)

@@ -95,12 +95,7 @@ def upload_weight(device: Device, name: str, ggml_type: GGMLType, k: int, pieces
     rows = sum(p.rows for p in pieces)
     w = Weight(name, ggml_type, k, rows, [])
     row_bytes = w.row_bytes
-    if row_bytes > device.info.max_binding_size:
-        raise ModelTooLargeError(f"one row of '{name}' ({row_bytes} bytes) exceeds the adapter's binding limit "
-                                 f"({device.info.max_binding_size} bytes)")
-    per_part = device.info.max_binding_size // row_bytes
-    for start in range(0, rows, per_part):
-        n = min(per_part, rows - start)
+    for start, n in plan_parts(name, rows, row_bytes, device.info.max_binding_size):
         buf = device.buffer(n * row_bytes, f"{name}[{start}:{start + n}]")
         w.parts.append(WeightPart(buf, start, n))
         # Copy the rows [start, start + n) of the stack: the overlapping slice of each piece.
@@ -112,6 +107,15 @@ def upload_weight(device: Device, name: str, ggml_type: GGMLType, k: int, pieces
                                   (hi - lo) * row_bytes)
             first += p.rows
     return w
+
+
+def plan_parts(name: str, rows: int, row_bytes: int, max_binding_size: int) -> list[tuple[int, int]]:
+    """(first row, row count) of each part when `rows` rows of `row_bytes` are cut to fit one binding each."""
+    if row_bytes > max_binding_size:
+        raise ModelTooLargeError(f"one row of '{name}' ({row_bytes} bytes) exceeds the adapter's binding limit "
+                                 f"({max_binding_size} bytes)")
+    per_part = max_binding_size // row_bytes
+    return [(start, min(per_part, rows - start)) for start in range(0, rows, per_part)]
 
 
 def split_row_bytes(ggml_type: GGMLType, k: int) -> int:

@@ -19,6 +19,9 @@ from dataclasses import dataclass
 from .device import Device, Dispatch
 from .kernels import Kernels
 
+ATTN_PARALLEL = 1024  # (token, head, range) invocations attention aims for on GPUs before it stops cutting ranges
+ATTN_MIN_RANGE = 32  # positions per range below which cutting a context further costs more than it gains
+
 
 @dataclass(frozen=True)
 class MatmulTile:
@@ -50,9 +53,11 @@ class Variants:
         extra split costs a partial record and the combine pass (which one split skips). Measured on lavapipe,
         30 layers of SmolLM2 decode attention (ms) by splits 1 / 2 / 8 / 64: at 64 positions 3.6 / 4.0 / 6.6 /
         11.4, at 256 16.3 / 10.6 / 12.7 / 26.6, at 2000 72 / 64 / 59 / 68."""
-        from .ops import attention_splits  # here, not above: ops imports this module
         if not self.software:
-            return attention_splits(rows, n_head, max_context)
+            # Enough ranges to occupy the device when few tokens run (decode), one when tokens alone do (prefill),
+            # never ranges shorter than ATTN_MIN_RANGE positions of the longest context.
+            by_work = -(-ATTN_PARALLEL // (rows * n_head))
+            return max(1, min(by_work, -(-max_context // ATTN_MIN_RANGE), 64))
         return max(1, min(8, -(-max_context // (128 * rows))))
 
     @property

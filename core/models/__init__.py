@@ -1,12 +1,50 @@
-"""One file per architecture family; `build_model` picks the file from `general.architecture`."""
+"""One file per architecture family, each registering its model class under its `general.architecture` names.
+
+Adding an architecture means adding its file (and its tests): every module of this package is imported on first
+lookup, so nothing else lists the families.
+"""
 from __future__ import annotations
 
-from ..config import LLAMA_FAMILY, ModelConfig
+import importlib
+import pkgutil
+
+from ..config import Metadata, ModelConfig
 from ..errors import UnsupportedModelError
 
+_REGISTRY: dict[str, type] = {}
+_NOT_MODELS = {"base", "layers", "weights"}
 
-def model_class(config: ModelConfig):
-    if config.arch in LLAMA_FAMILY:
-        from .llama import Llama
-        return Llama
-    raise UnsupportedModelError(f"architecture '{config.arch}' is not supported (supported: {', '.join(LLAMA_FAMILY)})")
+
+def register(*architectures: str):
+    """Class decorator: the model class for these `general.architecture` values."""
+    def add(cls: type) -> type:
+        for arch in architectures:
+            if arch in _REGISTRY and _REGISTRY[arch] is not cls:
+                raise RuntimeError(f"architecture '{arch}' is registered twice")
+            _REGISTRY[arch] = cls
+        return cls
+    return add
+
+
+def _discover() -> None:
+    for module in pkgutil.iter_modules(__path__):
+        if module.name not in _NOT_MODELS:
+            importlib.import_module(f"{__name__}.{module.name}")
+
+
+def supported() -> list[str]:
+    """The architectures this version runs."""
+    _discover()
+    return sorted(_REGISTRY)
+
+
+def model_class(arch: str, where: str = "model") -> type:
+    if arch not in supported():
+        raise UnsupportedModelError(f"{where}: architecture '{arch}' is not supported yet "
+                                    f"(supported: {', '.join(supported())})")
+    return _REGISTRY[arch]
+
+
+def config_from_metadata(md: dict, where: str = "model") -> ModelConfig:
+    """The model's config, parsed by its own architecture's file."""
+    return model_class(Metadata(md, where).arch, where).Config.from_metadata(md, where)

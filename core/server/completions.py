@@ -20,8 +20,8 @@ from starlette.concurrency import run_in_threadpool
 from .. import __version__
 from ..errors import ChatTemplateError, InvalidRequestError, LLMChatError
 from .errors import APIError, error_body
-from .scheduler import (ErrorEvent, FinishEvent, GenerationRequest, QueueFullError, Scheduler,
-                        SchedulerStoppedError, TokenEvent, TooManySequencesError)
+from ..generation import FinishEvent, GenerationRequest, TokenEvent
+from .scheduler import ErrorEvent, QueueFullError, Scheduler, SchedulerStoppedError, TooManySequencesError
 from .schemas import (MAX_SEQUENCES_PER_REQUEST, MAX_STOP_STRINGS, ChatCompletionRequest, CompletionRequest,
                       _Sampling, unsupported_fields)
 

@@ -68,6 +68,10 @@ def serve(config: ServeConfig) -> None:
     if llm.device.info.software:
         print(f"llmchat: {llm.device.info.name} is a software (CPU-emulated) adapter: expect it to be slow",
               file=sys.stderr)
+    plan = llm.plan
+    print(f"llmchat: GPU memory {plan.total / 2**20:.0f} MiB (weights {plan.weights / 2**20:.0f}, KV cache for "
+          f"{plan.kv_positions} positions {plan.kv_cache / 2**20:.0f}, activations {plan.activations / 2**20:.0f})",
+          file=sys.stderr)
     scheduler = Scheduler(llm.engine, llm.tokenizer, max_batch=config.max_batch, max_queue=config.max_queue,
                           prefill_chunk=config.prefill_chunk, metrics=Metrics())
     local = not path.startswith(("http://", "https://"))

@@ -20,16 +20,16 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from ..engine import Engine, Feed
+from .. import generation
+from ..engine import Engine
 from ..errors import InvalidRequestError, LLMChatError
+from ..generation import FinishEvent, GenerationRequest, TokenEvent
 from ..gpu.kvlayout import BLOCK_TOKENS
-from ..sampler import MAX_GPU_CANDIDATES, Sampler, SamplingParams
 from ..tokenizer import Tokenizer
 from .metrics import Metrics
 from .prefix_cache import PrefixCache
-from .textstream import TextStream
 
 log = logging.getLogger("llmchat.server")
 
@@ -51,36 +51,6 @@ class SchedulerStoppedError(LLMChatError):
 
 
 @dataclass(frozen=True)
-class GenerationRequest:
-    """One sequence to generate. `top_logprobs` None means no log-probabilities at all; 0 means only the chosen
-    token's; n > 0 adds the n most likely alternatives at each position."""
-
-    prompt: Sequence[int]
-    params: SamplingParams
-    max_tokens: int
-    stop: tuple[str, ...] = ()
-    top_logprobs: int | None = None
-    ignore_eos: bool = False
-
-
-@dataclass(frozen=True)
-class TokenEvent:
-    text: str  # may be empty: held back for a possible stop string or an incomplete UTF-8 character
-    token: int
-    logprob: float
-    top: list[tuple[int, float]] | None = None
-
-
-@dataclass(frozen=True)
-class FinishEvent:
-    reason: str  # "stop" or "length"
-    text: str  # the rest of the text held back until the end
-    prompt_tokens: int
-    completion_tokens: int
-    cached_tokens: int
-
-
-@dataclass(frozen=True)
 class ErrorEvent:
     error: BaseException
 
@@ -89,26 +59,16 @@ Event = TokenEvent | FinishEvent | ErrorEvent
 Sink = Callable[[Event], None]
 
 
-@dataclass(eq=False)
-class _Sequence:
-    request: GenerationRequest
-    sink: Sink
-    submitted: float
-    tokens: list[int] = field(default_factory=list)  # prompt, then each generated token once it is to be fed
-    slot: int = -1
-    pos: int = 0  # positions computed so far (their KV is in the cache)
-    cached: int = 0  # positions that came from the prefix cache
-    generated: int = 0
-    last_token_at: float = 0.0
-    cancelled: bool = False
-    sampler: Sampler | None = None
-    text: TextStream | None = None
+class _Sequence(generation.Sequence):
+    """A sequence as the scheduler tracks it: where its events go, and when it was submitted and last sampled."""
 
-    @property
-    def candidates_needed(self) -> int:
-        """GPU top-k candidates enough to sample this sequence's next token; 0 when it needs the whole row."""
-        k = self.request.params.candidates_k
-        return 0 if k == 0 else max(k, self.request.top_logprobs or 0)
+    def __init__(self, request: GenerationRequest, sink: Sink, submitted: float, tokenizer: Tokenizer,
+                 vocab_size: int, context: int):
+        super().__init__(request, tokenizer, vocab_size, context)
+        self.sink = sink
+        self.submitted = submitted
+        self.last_token_at = 0.0
+        self.cancelled = False
 
 
 class Ticket:
@@ -189,13 +149,13 @@ class Scheduler:
         full (QueueFullError). `sink(index, event)` gets each sequence's events, on the scheduler thread."""
         if not self.alive:
             raise SchedulerStoppedError("the generation scheduler is not running")
-        for r in requests:
-            self._check(r)
         if len(requests) > self.max_queue:
             raise TooManySequencesError(f"{len(requests)} sequences in one request, but at most {self.max_queue} can "
                                       "wait at once on this server (--max-queue)")
         now = time.perf_counter()
-        seqs = [_Sequence(r, _bind(sink, i), now, tokens=list(r.prompt)) for i, r in enumerate(requests)]
+        # Refused here (each checks itself), not inside a batched step where it would fail its batch-mates too.
+        seqs = [_Sequence(r, _bind(sink, i), now, self.tokenizer, self.vocab_size, self.engine.context)
+                for i, r in enumerate(requests)]
         with self._lock:
             if self._queued + len(seqs) > self.max_queue:
                 raise QueueFullError(f"the server is busy: {self._queued} sequences are waiting "
@@ -203,18 +163,6 @@ class Scheduler:
             self._queued += len(seqs)
         self._inbox.put(seqs)
         return [Ticket(self, s) for s in seqs]
-
-    def _check(self, r: GenerationRequest) -> None:
-        """Refuse what would fail inside a batched step, where it would take the other sequences down with it."""
-        if not r.prompt:
-            raise InvalidRequestError("the prompt is empty")
-        bad = next((t for t in r.prompt if not 0 <= t < self.vocab_size), None)
-        if bad is not None:
-            raise InvalidRequestError(f"token id {bad} is outside the vocabulary (0..{self.vocab_size - 1})")
-        if r.max_tokens < 1 or len(r.prompt) + r.max_tokens > self.engine.context:
-            raise InvalidRequestError(f"{len(r.prompt)} prompt tokens and max_tokens={r.max_tokens} do not fit the "
-                                      f"context of {self.engine.context}")
-        r.params.validate()
 
     def cancel(self, seq: _Sequence) -> None:
         seq.cancelled = True
@@ -276,42 +224,35 @@ class Scheduler:
     def _step(self) -> None:
         engine = self.engine
         decoding = list(self._decoding)
-        feeds = [Feed(s.slot, [s.tokens[s.pos]], s.pos) for s in decoding]
-        need = sum(engine.kv.blocks_needed(f.slot, f.start + 1) for f in feeds)
+        need = sum(engine.kv.blocks_needed(s.slot, s.pos + 1) for s in decoding)
         if not self.cache.make_block_room(need):
             raise LLMChatError("the KV cache cannot hold the running sequences")  # sizing makes this unreachable
+        feeds = [(s, s.pending(1)) for s in decoding]
         pre, chunk = self._prefill_chunk(decoding)
         if pre is not None:
-            feeds.append(Feed(pre.slot, chunk, pre.pos))
-        sampling = list(decoding)
-        if pre is not None and pre.pos + len(chunk) == len(pre.tokens):
-            sampling.append(pre)
+            feeds.append((pre, chunk))
         if not feeds:
             return
-        top_k = _top_k(sampling)
         try:
-            outputs = engine.step(feeds, top_k=top_k)
+            outputs = generation.step(engine, feeds)
         except LLMChatError as exc:  # refused input (a bug here) or a device error: fail this step's sequences
             log.exception("engine step failed")
-            for seq in decoding + ([pre] if pre is not None else []):
+            for seq, _ in feeds:
                 self._fail(seq, exc)
             return
         self.metrics.steps.inc()
         self.metrics.batch_size.observe(len(feeds))
-        for seq in decoding:
-            seq.pos += 1
-        if pre is not None:
-            pre.pos += len(chunk)
-            if pre.pos == len(pre.tokens):  # its prompt is in: from now on it decodes
-                self._prefilling = None
-                self._decoding.append(pre)
-        # One output per feed, in feed order; a prefill chunk that does not end its prompt samples nothing.
-        for seq, out in zip(sampling, outputs):
+        if pre is not None and pre.pos == len(pre.tokens):  # its prompt is in: from now on it decodes
+            self._prefilling = None
+            self._decoding.append(pre)
+        for seq, out in outputs:
             try:
-                self._sample(seq, out, top_k)
+                events = seq.sample(out)
             except Exception as exc:  # one sequence's sampling bug must not take the others down
                 log.exception("sampling failed")
                 self._fail(seq, LLMChatError(f"sampling failed: {type(exc).__name__}: {exc}"))
+                continue
+            self._sampled(seq, events)
 
     def _prefill_chunk(self, decoding: list[_Sequence]) -> tuple[_Sequence | None, list[int]]:
         """The prompt tokens this step carries: admit a waiting sequence when none is prefilling and the batch has
@@ -345,47 +286,30 @@ class Scheduler:
         return seq, seq.tokens[seq.pos:end]
 
     def _admit(self, seq: _Sequence, decoding: list[_Sequence]) -> None:
-        request = seq.request
         lease = self.cache.lease(seq.tokens, [(s.slot, s.tokens[:s.pos]) for s in decoding])
-        seq.slot, seq.pos, seq.cached = lease.slot, lease.cached, lease.cached
-        seq.sampler = Sampler(request.params, self.vocab_size)
-        seq.text = TextStream(self.tokenizer, request.stop)
+        seq.start(lease.slot, lease.cached)
         self.metrics.prompt_tokens.inc(len(seq.tokens))
         self.metrics.prefix_hit_tokens.inc(lease.cached)
 
-    def _sample(self, seq: _Sequence, out, top_k: int) -> None:
-        request, sampler = seq.request, seq.sampler
-        n_top = request.top_logprobs or 0
-        if top_k:
-            ids, values = list(out.indices), list(out.values)
-            token, logprob = sampler.sample_candidates(ids, values, out.max, out.sum_exp, seq.tokens)
-            top = Sampler.top_logprobs(values, n_top, ids=ids, row_max=out.max, row_sumexp=out.sum_exp)
-        else:
-            token, logprob = sampler.sample_full(out, seq.tokens)
-            top = Sampler.top_logprobs(out, n_top) if n_top else []
+    def _sampled(self, seq: _Sequence, events: list[generation.Event]) -> None:
         now = time.perf_counter()
-        if seq.generated == 0:
+        if seq.generated == 1:
             self.metrics.ttft.observe(now - seq.submitted)
         else:
             self.metrics.itl.observe(now - seq.last_token_at)
         seq.last_token_at = now
-        seq.generated += 1
         self.metrics.generated_tokens.inc()
-        if token in self.tokenizer.eog_ids and not request.ignore_eos:
-            return self._finish(seq, "stop")
-        text = seq.text.push(token)
-        self._emit(seq, TokenEvent(text, token, logprob, top if request.top_logprobs is not None else None))
-        if seq.text.stopped:
-            return self._finish(seq, "stop")
-        if seq.generated >= request.max_tokens or len(seq.tokens) + 1 > self.engine.context:
-            return self._finish(seq, "length")
-        seq.tokens.append(token)
+        for event in events:
+            if isinstance(event, FinishEvent):
+                self._finish(seq, event)
+            else:
+                self._emit(seq, event)
 
-    def _finish(self, seq: _Sequence, reason: str) -> None:
+    def _finish(self, seq: _Sequence, event: FinishEvent) -> None:
         self._decoding.remove(seq)
-        self._emit(seq, FinishEvent(reason, seq.text.close(), len(seq.request.prompt), seq.generated, seq.cached))
+        self._emit(seq, event)
         self._release(seq, keep=True)
-        self.metrics.sequences.inc(1, reason)
+        self.metrics.sequences.inc(1, event.reason)
         elapsed = time.perf_counter() - seq.submitted
         self._seconds_per_sequence += 0.2 * (elapsed - self._seconds_per_sequence)
 
@@ -428,14 +352,3 @@ class Scheduler:
 def _bind(sink: Callable[[int, Event], None], index: int) -> Sink:
     return lambda event: sink(index, event)
 
-
-def _top_k(sampling: list[_Sequence]) -> int:
-    """The one top-k a step asks the GPU for: the whole row if any sampled sequence needs it, else enough
-    candidates for the most demanding one (1 when nobody samples: the cheapest read-back)."""
-    needs = [s.candidates_needed for s in sampling]
-    if not needs:
-        return 1
-    if 0 in needs:
-        return 0
-    # Powers of two: each top-k is a program of its own, and a few more candidates cost nothing.
-    return min(MAX_GPU_CANDIDATES, 1 << (max(needs) - 1).bit_length())

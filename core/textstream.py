@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..tokenizer import Tokenizer
+from .tokenizer import Tokenizer
 
 
 class TextStream:

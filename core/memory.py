@@ -1,0 +1,102 @@
+"""The memory plan: what a model needs on an adapter — weights, KV cache, activations — computed in one place from
+the GGUF header, before any allocation or download.
+
+The model's own constructor runs against a planning `WeightLoader`, so the plan stacks, splits and lays out
+weights exactly as the load will; the engine allocates activations from the same `ActivationSpec`s and the KV cache
+from the same widths. The native loader, `llmchat inspect`, `llmchat serve` and the browser's fit check all call
+`plan_memory`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .errors import ModelTooLargeError
+from .gguf import GGUFFile
+from .gpu.device import BINDING_ALIGN, AdapterInfo
+from .gpu.kvlayout import blocks_for, layer_bytes
+from .gpu.ops import TOPK_MAX, topk_words
+from .models import config_from_metadata, model_class
+from .models.base import ActivationSpec
+from .models.weights import WeightLoader
+
+def step_bucket(n: int) -> int:
+    """The smallest power of two ≥ n: programs are recorded per bucket of step sizes."""
+    return 1 << max(0, n - 1).bit_length()
+
+
+@dataclass(frozen=True)
+class MemoryPlan:
+    arch: str
+    context: int  # positions one sequence may reach
+    kv_positions: int  # positions the KV cache holds, all sequences together
+    step_tokens: int  # tokens one forward step takes
+    weights: int  # bytes on the GPU, in the layout this adapter gets
+    kv_cache: int
+    activations: int  # one step's activations, logits rows and top-k candidates
+    largest_binding: int  # the largest single buffer binding
+    kernels: tuple[str, ...] = field(default=())  # weight types and layouts the matmuls run
+
+    @property
+    def total(self) -> int:
+        return self.weights + self.kv_cache + self.activations
+
+    def as_dict(self) -> dict:
+        return {"arch": self.arch, "context": self.context, "kv_positions": self.kv_positions,
+                "step_tokens": self.step_tokens, "weights": self.weights, "kv_cache": self.kv_cache,
+                "activations": self.activations, "total": self.total, "largest_binding": self.largest_binding,
+                "kernels": list(self.kernels)}
+
+
+def activation_bytes(spec: ActivationSpec, step_tokens: int) -> int:
+    return step_tokens * spec.cols * 4
+
+
+def inputs_bytes(step_tokens: int) -> int:
+    """The step's token records (16 bytes each) then its logits-row list, in one buffer."""
+    return -(-step_tokens * 16 // BINDING_ALIGN) * BINDING_ALIGN + step_tokens * 4
+
+
+def candidates_bytes(step_tokens: int) -> int:
+    return step_tokens * topk_words(TOPK_MAX) * 4
+
+
+def plan_memory(gguf: GGUFFile, info: AdapterInfo, *, context: int, n_slots: int = 1,
+                kv_positions: int | None = None, step_tokens: int = 64, fold_norms: bool | None = None,
+                gpu_budget: int = 0) -> MemoryPlan:
+    """The plan for `n_slots` sequences of up to `context` positions (the context is capped at what the model was
+    trained for) sharing a cache of `kv_positions` (default: a full context each). Raises ModelTooLargeError,
+    naming every problem, when a binding or the `gpu_budget` (bytes, 0 = unknown) would be exceeded, and
+    UnsupportedModelError for an architecture or tensor type this version cannot run."""
+    config = config_from_metadata(gguf.metadata, gguf.name)
+    context = min(context, config.context_length)
+    kv_positions = kv_positions or context * n_slots
+    step = step_bucket(step_tokens)
+    loader = WeightLoader(gguf, info=info)
+    model = model_class(config.arch)(config, loader, fold_norms=fold_norms)
+    n_blocks = blocks_for(kv_positions)
+    kv_layers = [layer_bytes(w, n_blocks) for w in model.kv_widths()]
+    acts = [activation_bytes(s, step) for s in model.activations()]
+    logits = step * config.vocab_size * 4
+    activations = sum(acts) + logits + inputs_bytes(step) + candidates_bytes(step)
+    weight_parts = [p.buffer.size for w in loader.weights.values() for p in w.parts]
+    largest = max([*kv_layers, *acts, logits, *weight_parts])
+    plan = MemoryPlan(arch=config.arch, context=context, kv_positions=kv_positions, step_tokens=step,
+                      weights=loader.bytes, kv_cache=2 * sum(kv_layers), activations=activations,
+                      largest_binding=largest,
+                      kernels=tuple(sorted({f"{w.shader}/{w.layout}" for w in loader.weights.values()})))
+    problems = []
+    if max(kv_layers, default=0) > info.max_binding_size:
+        problems.append(f"its KV cache for {kv_positions} positions needs {max(kv_layers) >> 20} MiB per layer, over "
+                        f"this adapter's {info.max_binding_size >> 20} MiB binding limit (ask for a smaller context: --ctx, "
+                        "context=, the context-size attribute; or fewer parallel sequences)")
+    if max([*acts, logits]) > info.max_binding_size:
+        problems.append(f"one step's activations of {step} tokens exceed the {info.max_binding_size >> 20} MiB binding "
+                        "limit (use fewer tokens per step)")
+    if gpu_budget and plan.total > gpu_budget:
+        problems.append(f"it needs about {plan.total / 2**30:.2f} GiB of GPU memory (weights "
+                        f"{plan.weights / 2**30:.2f} GiB, KV cache {plan.kv_cache / 2**30:.2f} GiB, activations "
+                        f"{plan.activations / 2**30:.2f} GiB), more than this device is likely to have "
+                        f"({gpu_budget / 2**30:.1f} GiB)")
+    if problems:
+        raise ModelTooLargeError(f"{gguf.name}: this model cannot run on this device: " + "; ".join(problems))
+    return plan

@@ -1,0 +1,109 @@
+"""Hands a model its tensors by GGUF name: uploaded to the device, or only planned (sizes, parts, layout).
+
+Planning runs the model's own constructor without a device, so "how much memory, in which bindings, with which
+kernels" is answered by the same code that later uploads — before a single weight byte is read (the browser's fit
+check runs on the header alone).
+"""
+from __future__ import annotations
+
+from ..errors import GGUFError
+from ..gguf import GGUFFile
+from ..gpu.device import AdapterInfo, Buffer, Device
+from ..gpu.kernels import Kernels
+from ..gpu.tensors import SPLIT_TYPES, Piece, Weight, WeightPart, check_type, plan_parts, split_weight, upload_weight
+from ..gpu.variants import Variants, variants
+
+
+class WeightLoader:
+    """Tensors of `gguf` for a model on `device`; with `device=None`, phantom buffers sized for an adapter `info`."""
+
+    def __init__(self, gguf: GGUFFile, device: Device | None = None, *, info: AdapterInfo | None = None):
+        if device is None and info is None:
+            raise ValueError("a WeightLoader needs a device, or an adapter's info to plan for")
+        self.gguf, self.device = gguf, device
+        self.info = device.info if device is not None else info
+        chosen = variants(device) if device is not None else Variants(software=self.info.software, shared_loads=False)
+        self.split = chosen.split_weights
+        self.fold_norms = chosen.fold_norms
+        self.kernels = Kernels(device) if device is not None and self.split else None
+        self.bytes = 0
+        self.weights: dict[str, Weight] = {}  # what each matmul reads, by its tensor names
+
+    @property
+    def planning(self) -> bool:
+        return self.device is None
+
+    def has(self, name: str) -> bool:
+        return name in self.gguf.tensors
+
+    def _info(self, name: str):
+        info = self.gguf.tensors.get(name)
+        if info is None:
+            raise GGUFError(f"{self.gguf.name}: tensor '{name}' is missing")
+        return info
+
+    def weight(self, names: list[str]) -> Weight:
+        """One weight made of the tensors `names` stacked by rows (they must share row length and type)."""
+        infos = [self._info(n) for n in names]
+        k = infos[0].shape[0]
+        if any(len(i.shape) != 2 or i.shape[0] != k or i.type != infos[0].type for i in infos):
+            raise GGUFError(f"{self.gguf.name}: tensors {names} cannot be stacked (shapes or types differ)")
+        name, ggml_type = "+".join(names), infos[0].type
+        split = self.split and ggml_type in SPLIT_TYPES
+        if self.planning:
+            check_type(name, ggml_type, k)
+            w = Weight(name, ggml_type, k, sum(i.shape[1] for i in infos), [], layout="split" if split else "gguf")
+            w.parts.extend(WeightPart(Buffer(n * w.row_bytes, f"{name}[{start}:+{n}]", None), start, n)
+                           for start, n in plan_parts(name, w.rows, w.row_bytes, self.info.max_binding_size))
+        else:
+            pieces = [Piece(i.shape[1], self.gguf.sources[i.shard], i.offset) for i in infos]
+            w = upload_weight(self.device, name, ggml_type, k, pieces)
+            if split:
+                w = split_weight(self.device, self.kernels, w)
+        self.bytes += w.nbytes
+        self.weights[name] = w
+        return w
+
+    def stacked(self, names: list[str]) -> list[Weight]:
+        """The tensors as one stacked weight (one dispatch computes them all) when their types match and the stack
+        fits one binding's worth of parts, else one weight each."""
+        infos = [self._info(n) for n in names]
+        if len({i.type for i in infos}) == 1 and len({i.shape[0] for i in infos}) == 1:
+            probe = Weight("", infos[0].type, infos[0].shape[0], sum(i.shape[1] for i in infos), [],
+                           layout="split" if self.split and infos[0].type in SPLIT_TYPES else "gguf")
+            if probe.nbytes <= self.info.max_binding_size:
+                return [self.weight(names)]
+        return [self.weight([n]) for n in names]
+
+    def vector(self, name: str) -> Buffer:
+        """An f32 vector (a norm's weights)."""
+        info = self._info(name)
+        if info.type.name != "F32":
+            raise GGUFError(f"{self.gguf.name}: '{name}' is {info.type.name}; norm weights must be F32")
+        return self.raw([name])
+
+    def optional_vector(self, name: str) -> Buffer | None:
+        return self.vector(name) if self.has(name) else None
+
+    def bias(self, names: list[str]) -> Buffer | None:
+        """The biases of `names` back to back (one per stacked weight), or None when the model has none."""
+        present = [self.has(n) for n in names]
+        if not any(present):
+            return None
+        if not all(present):
+            raise GGUFError(f"{self.gguf.name}: some but not all of {names} are present")
+        return self.raw(names)
+
+    def raw(self, names: list[str]) -> Buffer:
+        """The tensors' bytes back to back in one buffer (f32 vectors: norms, biases)."""
+        infos = [self._info(n) for n in names]
+        size = sum(i.nbytes for i in infos)
+        self.bytes += size
+        if self.planning:
+            return Buffer(size, names[0], None)
+        buf = self.device.buffer(size, names[0])
+        offset = 0
+        for i in infos:
+            self.device.write_from(buf, offset, self.gguf.sources[i.shard], i.offset, i.nbytes)
+            offset += i.nbytes
+        return buf
