@@ -5,6 +5,8 @@
 // leaves it in workgroup memory; after a single barrier every invocation adds up all the shares itself, in the
 // same order, so it needs one barrier instead of a log2(WG) tree (barriers are what CPU emulators pay for).
 // With SRC = y the kernel works in place: `x` is never read (a stand-in buffer is bound there).
+// With ADD the result is added into y instead of stored: a norm on a branch's output before it joins the residual
+// stream (Gemma's post-attention and post-feed-forward norms).
 
 struct Params {
     dim: u32,       // elements per segment (the length of g)
@@ -26,6 +28,7 @@ struct Step {
 @group(0) @binding(4) var<storage, read> x: array<f32>;  // a stand-in when normalising in place
 
 const WG: u32 = {{WG}}u;
+const ADD: bool = {{ADD}};
 
 var<workgroup> shares: array<f32, WG>;
 
@@ -50,6 +53,11 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
     }
     let r = inverseSqrt(total / f32(p.dim) + p.eps);
     for (var i = lid; i < p.dim; i += WG) {
-        y[dst + i] = {{SRC}}[src + i] * r * g[i];
+        let v = {{SRC}}[src + i] * r * g[i];
+        if (ADD) {
+            y[dst + i] += v;
+        } else {
+            y[dst + i] = v;
+        }
     }
 }

@@ -1,47 +1,86 @@
-"""SmolLM2-135M-Instruct Q4_1 on the GPU against llama.cpp's own numbers for the same file (tests/data)."""
+"""Real models on the GPU against llama.cpp's own numbers for the same files (tests/data, from ../shared/golden):
+SmolLM2-135M-Instruct Q4_1 (llama architecture, byte-level BPE) and Gemma 3 270M Q4_K_M (gemma3: sliding-window
+and global layers, q/k norms, post-norms, GELU; SentencePiece-style vocabulary of 262,144 tokens).
+
+llama.cpp rounds activations to 8 bits inside its quantized dot products and keeps its KV cache in f16; we compute
+in f32. So logits agree closely but not exactly, and a near-tie can flip one greedy token. Measured on Gemma, the
+8-bit rounding alone moves perplexity by about 1% (f16 KV and its table-based GELU change nothing measurable), so
+the perplexity bound there is the gap that rounding explains.
+"""
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 DATA = Path(__file__).parent / "data"
-GOLDEN = json.loads((DATA / "smollm2-135m-instruct-q4_1.json").read_text())
 TEXTS = json.loads((DATA / "texts.json").read_text())
 
 
+@dataclass(frozen=True)
+class Golden:
+    fixture: str  # the conftest fixture giving the model's path
+    data: str
+    logit_tolerance: float  # on llama.cpp's top-32 logits
+    ppl_tolerance: float  # relative
+
+    @property
+    def reference(self) -> dict:
+        return json.loads((DATA / self.data).read_text())
+
+
+MODELS = {
+    "smollm2": Golden("smollm2_path", "smollm2-135m-instruct-q4_1.json", 0.5, 0.01),
+    "gemma3": Golden("gemma3_path", "gemma-3-270m-q4_k_m.json", 1.0, 0.015),
+}
+CASES = [(name, i) for name, g in MODELS.items() for i in range(len(g.reference["prompts"]))]
+
+
 @pytest.fixture(scope="module")
-def llm(smollm2_path):
+def llms(request):
     from llmchat.api import LLM
-    return LLM(str(smollm2_path), context=1024)
+    loaded = {}
+
+    def get(name: str):
+        if name not in loaded:
+            golden = MODELS[name]
+            loaded[name] = LLM(str(request.getfixturevalue(golden.fixture)), context=1024)
+        return loaded[name]
+    return get
 
 
-@pytest.mark.parametrize("case", GOLDEN["prompts"], ids=lambda c: c["text"][:24])
-def test_last_position_logits(llm, case):
-    ids, logits = llm.logits(case["text"])
+@pytest.mark.parametrize("name,index", CASES, ids=lambda v: str(v))
+def test_last_position_logits(llms, name, index):
+    golden = MODELS[name]
+    case = golden.reference["prompts"][index]
+    ids, logits = llms(name).logits(case["text"])
     assert ids == case["ids"]
     logits = np.asarray(logits)
     top = np.argsort(-logits, kind="stable")[:32]
     assert top[0] == case["top_ids"][0]
     assert len(set(top.tolist()) & set(case["top_ids"])) >= 28
-    # Logits of llama.cpp's top tokens agree closely (it quantizes activations to 8 bits; we do not).
     ours = logits[case["top_ids"]]
-    assert np.abs(ours - np.asarray(case["top_logits"])).max() < 0.5
+    assert np.abs(ours - np.asarray(case["top_logits"])).max() < golden.logit_tolerance
 
 
-def test_greedy_continuations(llm):
+@pytest.mark.parametrize("name", list(MODELS))
+def test_greedy_continuations(llms, name):
+    prompts = MODELS[name].reference["prompts"]
     agree = 0
-    for case in GOLDEN["prompts"]:
-        events = list(llm.generate(case["text"], max_tokens=8))
+    for case in prompts:
+        events = list(llms(name).generate(case["text"], max_tokens=8))
         got = [e.token for e in events if e.token is not None]
         agree += got[:8] == case["greedy_ids"][:8]
-    assert agree >= 5, agree
+    assert agree >= len(prompts) - 1, agree
 
 
-def test_perplexity(llm):
-    want = GOLDEN["perplexity"]
-    got = llm.perplexity(TEXTS["perplexity_text"], window=want["window"])
+@pytest.mark.parametrize("name", list(MODELS))
+def test_perplexity(llms, name):
+    golden = MODELS[name]
+    want = golden.reference["perplexity"]
+    got = llms(name).perplexity(TEXTS["perplexity_text"], window=want["window"])
     assert got["tokens"] == want["scored_tokens"]
-    assert abs(got["ppl"] / want["ppl"] - 1) < 0.01, (got, want)
+    assert abs(got["ppl"] / want["ppl"] - 1) < golden.ppl_tolerance, (got, want)

@@ -88,6 +88,22 @@ def test_rmsnorm_per_head_in_place(gpu: Gpu, rng):
     assert_close(gpu.read(qa), want, rel=NORM_REL, abs_=0.0)
 
 
+def test_rmsnorm_adds_into_the_residual_stream(gpu: Gpu, rng):
+    """Gemma's post-norms: y += rmsnorm(x) * g, rows past the step untouched."""
+    n_tokens, dim = 3, 640
+    x, y0 = f32(rng.standard_normal((n_tokens, dim))), f32(rng.standard_normal((n_tokens + 1, dim)))
+    g = f32(rng.standard_normal(dim))
+    rec = gpu.recorder(n_tokens)
+    ya = gpu.act(rec, "y", y0)
+    ops.rmsnorm(rec, gpu.act(rec, "x", x), upload(gpu, g.astype(np.float32), "post_norm"), ya, 1e-6, add=True)
+    gpu.run(rec)
+    got = gpu.read(ya)
+    assert_close(got[:n_tokens], y0[:n_tokens] + ref.rmsnorm(x, g, 1e-6), rel=NORM_REL, abs_=0.0)
+    assert (got[n_tokens] == y0[n_tokens].astype(np.float32)).all()
+    with pytest.raises(ValueError, match="cannot also read"):
+        ops.rmsnorm(rec, ya, upload(gpu, g.astype(np.float32), "g"), ya, 1e-6, add=True)
+
+
 # -- RoPE + store ----------------------------------------------------------------------------------------------------
 
 def llama3_factors(rope_dim: int, freq_base: float, factor: float = 8.0, low: float = 1.0, high: float = 4.0,

@@ -100,17 +100,20 @@ def _vector(v: Weight | Buffer, n: int, what: str) -> Buffer:
 
 
 def rmsnorm(rec: Recorder, x: Act, weight: Weight | Buffer, y: Act, eps: float, *, dim: int | None = None,
-            groups: int = 1, offset: int = 0) -> None:
+            groups: int = 1, offset: int = 0, add: bool = False) -> None:
     """y = x / sqrt(mean(x^2) + eps) * weight over each of `groups` segments of `dim` elements (default: the whole
-    row) starting at column `offset` of every token; several segments give per-head norms. `y` may be `x`."""
+    row) starting at column `offset` of every token; several segments give per-head norms. `y` may be `x`.
+    With `add` the result is added into y (y += ...), which cannot be done in place."""
     dim = x.cols if dim is None else dim
     if offset + groups * dim > min(x.cols, y.cols):
         raise ValueError(f"rmsnorm of {groups} x {dim} elements at column {offset} overruns rows of {x.cols}/{y.cols}")
     in_place = x.buffer is y.buffer
     if in_place and x.cols != y.cols:
         raise ValueError("an in-place rmsnorm needs x and y to be the same activation")
+    if in_place and add:
+        raise ValueError("an rmsnorm that adds into y cannot also read y")
     wg = NORM_WG_SOFTWARE if rec.device.info.software else NORM_WG
-    kernel = rec.kernels.get("rmsnorm.wgsl", WG=wg, SRC="y" if in_place else "x")
+    kernel = rec.kernels.get("rmsnorm.wgsl", WG=wg, SRC="y" if in_place else "x", ADD=_wgsl_bool(add))
     params = rec.params("rmsnorm", "5If", dim, groups, offset, x.cols, y.cols, eps)
     # In place, `x` is not read; a stand-in keeps the layout (binding y twice would alias a writable binding).
     bindings = (params, rec.step, _vector(weight, dim, "norm weight"), y.buffer, rec.empty() if in_place else x.buffer)
