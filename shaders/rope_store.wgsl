@@ -4,7 +4,8 @@
 // - v heads are copied to the V cache there.
 // Pair i of a head is rotated by theta_i = pos * freq_scale * freq_base^(-2i/rope_dim) / factor_i: the elements
 // (2i, 2i+1) in normal mode (llama, mistral), (i, i + rope_dim/2) in NeoX mode (qwen2, gemma, phi3); dimensions
-// from rope_dim on pass through. One invocation handles one pair of one head of one token.
+// from rope_dim on pass through (rope_dim 0: a layer without RoPE, only stored). One invocation handles one pair
+// of one head of one token.
 //
 // Precision: the angle is not formed in f32 radians, whose rounding alone reaches 2e-3 rad at position 32k and
 // whose sin/cos degrade for large arguments on many GPUs. The host gives each pair its frequency in turns per
@@ -21,7 +22,7 @@ struct Params {
     qkv_stride: u32,  // elements between consecutive tokens in qkv: (n_head + 2 * n_kv_head) * head_dim
     max_blocks: u32,  // block-table entries per sequence slot
     neox: u32,        // 1: pairs (i, i + rope_dim/2); 0: pairs (2i, 2i+1)
-    _pad: u32,
+    mscale: f32,      // rotated q and k elements are scaled by this (LongRoPE's attention factor; 1 otherwise)
     // Turns per position of pair i, as a fraction of 2^64 in two words (low, high): pairs 2j and 2j+1 share
     // element j as (low 2j, high 2j, low 2j+1, high 2j+1).
     freq: array<vec4<u32>, {{FREQ_VEC4}}>,
@@ -100,8 +101,8 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
     var x1 = qkv[base + e1];
     if (rotated && head < p.n_head + p.n_kv_head) {
         let a = angle(i, info.y);
-        let c = cos(a);
-        let s = sin(a);
+        let c = cos(a) * p.mscale;
+        let s = sin(a) * p.mscale;
         let y0 = x0 * c - x1 * s;
         x1 = x0 * s + x1 * c;
         x0 = y0;

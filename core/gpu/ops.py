@@ -137,24 +137,25 @@ def rope_turns(rope_dim: int, freq_base: float, freq_scale: float = 1.0) -> list
 
 def rope_store(rec: Recorder, qkv: Act, tokens: Binding, k_cache: Buffer, v_cache: Buffer, block_table: Buffer, *,
                n_head: int, n_kv_head: int, head_dim: int, rope_dim: int, freq_base: float, freq_scale: float = 1.0,
-               neox: bool, freqs: Weight | Buffer | None = None, max_blocks: int) -> None:
+               neox: bool, freqs: Weight | Buffer | None = None, mscale: float = 1.0, max_blocks: int) -> None:
     """Rotate q and k of every token in place in `qkv` and store k and v in the paged cache at the token's position.
 
-    `freqs` holds rope_dim/2 divisors of the angles (llama3-style `rope_freqs.weight`).
+    `freqs` holds rope_dim/2 divisors of the angles (llama3-style `rope_freqs.weight`, LongRoPE's factors);
+    `mscale` scales the rotated elements (LongRoPE's attention factor). `rope_dim` 0 only stores (no RoPE).
     """
     if qkv.cols != (n_head + 2 * n_kv_head) * head_dim:
         raise ValueError(f"qkv rows of {qkv.cols} do not hold {n_head} + 2 x {n_kv_head} heads of {head_dim}")
-    if head_dim % 2 or rope_dim % 2 or not 0 < rope_dim <= head_dim:
+    if head_dim % 2 or rope_dim % 2 or not 0 <= rope_dim <= head_dim:
         raise ValueError(f"rope over {rope_dim} of {head_dim} dimensions: both must be even, rope_dim <= head_dim")
     words = []
     for f in rope_turns(rope_dim, freq_base, freq_scale):
         words += [f & 0xFFFFFFFF, f >> 32]
-    words += [0] * (-len(words) % 4)
+    words = words + [0] * (-len(words) % 4) if words else [0] * 4  # a WGSL array cannot be empty
     kernel = rec.kernels.get("rope_store.wgsl", FREQ_VEC4=len(words) // 4, HAS_FACTORS=str(freqs is not None).lower(),
                              BLOCK_TOKENS=BLOCK_TOKENS)
-    params = rec.params("rope", f"8I{len(words)}I", n_head, n_kv_head, head_dim, rope_dim, qkv.cols, max_blocks,
-                        int(neox), 0, *words)
-    factors = rec.empty() if freqs is None else _vector(freqs, rope_dim // 2, "rope frequency factors")
+    params = rec.params("rope", f"7If{len(words)}I", n_head, n_kv_head, head_dim, rope_dim, qkv.cols, max_blocks,
+                        int(neox), mscale, *words)
+    factors = rec.empty() if freqs is None or not rope_dim else _vector(freqs, rope_dim // 2, "rope frequency factors")
     heads = n_head + 2 * n_kv_head
     rec.add(kernel, (params, rec.step, qkv.buffer, tokens, k_cache, v_cache, block_table, factors),
             (cdiv(heads * head_dim // 2, 64), qkv.rows, 1))

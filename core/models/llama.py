@@ -1,9 +1,11 @@
-"""The Llama family (Llama 2/3.x, SmolLM2, TinyLlama, Mistral, Qwen2) as one recorded forward pass.
+"""The Llama family (Llama 2/3.x, SmolLM2/3, TinyLlama, Mistral, Qwen2/3) as one recorded forward pass.
 
 Pre-norm decoder: x = embed(tokens); per block
     x += Wo · attention(rope(Wq · norm(x)), rope(Wk · norm(x)), Wv · norm(x))
     x += Wdown · (silu(Wgate · norm(x)) * (Wup · norm(x)))
-then logits = Woutput · norm(x). Qwen2 adds biases to q, k and v. Attribute names are the GGUF tensor names.
+then logits = Woutput · norm(x). Attribute names are the GGUF tensor names. The members differ in small ways:
+Qwen2 adds biases to q, k and v; Qwen3 normalises each q and k head (RMSNorm) before RoPE; SmolLM3 leaves every
+fourth layer without RoPE (a fixed step, as llama.cpp has it: no metadata key carries it); Qwen2/3 rotate NeoX-style.
 
 Q, K and V are stacked into one weight (one dispatch) when they share a quant type, as are gate and up.
 """
@@ -24,12 +26,18 @@ from .weights import WeightLoader
 
 @dataclass(frozen=True)
 class LlamaConfig(ModelConfig):
-    rope_neox: bool  # rotate pairs (i, i + d/2) instead of (2i, 2i + 1): Qwen2
+    rope_neox: bool  # rotate pairs (i, i + d/2) instead of (2i, 2i + 1): Qwen2/3
+    qk_norm: bool  # per-head RMSNorm of q and k before RoPE: Qwen3
+    rope_layers: tuple[bool, ...]  # per layer: whether q and k are rotated (SmolLM3 skips every fourth)
 
     @classmethod
     def from_metadata(cls, md: dict, where: str = "model") -> "LlamaConfig":
         m = Metadata(md, where)
-        return cls(**cls.common(m), rope_neox=m.arch == "qwen2")
+        common = cls.common(m)
+        n_layer = common["n_layer"]
+        nope_step = 4 if m.arch == "smollm3" else 0
+        return cls(**common, rope_neox=m.arch in ("qwen2", "qwen3"), qk_norm=m.arch == "qwen3",
+                   rope_layers=tuple(not nope_step or (i + 1) % nope_step != 0 for i in range(n_layer)))
 
 
 @dataclass
@@ -37,13 +45,15 @@ class Block:
     attn_norm: Buffer
     attn_qkv: list[Weight]  # one stacked weight, or q, k, v apart when their types differ
     attn_qkv_bias: Buffer | None
+    attn_q_norm: Buffer | None  # Qwen3
+    attn_k_norm: Buffer | None
     attn_output: Weight
     ffn_norm: Buffer
     ffn_gate_up: list[Weight]  # one stacked [gate; up] weight, or gate and up apart
     ffn_down: Weight
 
 
-@register("llama", "mistral", "qwen2")
+@register("llama", "mistral", "qwen2", "qwen3", "smollm3")
 class Llama:
     Config = LlamaConfig
 
@@ -58,6 +68,8 @@ class Llama:
                 attn_norm=weights.vector(p + "attn_norm.weight"),
                 attn_qkv=weights.stacked([p + "attn_q.weight", p + "attn_k.weight", p + "attn_v.weight"]),
                 attn_qkv_bias=weights.bias([p + "attn_q.bias", p + "attn_k.bias", p + "attn_v.bias"]),
+                attn_q_norm=weights.vector(p + "attn_q_norm.weight") if config.qk_norm else None,
+                attn_k_norm=weights.vector(p + "attn_k_norm.weight") if config.qk_norm else None,
                 attn_output=weights.weight([p + "attn_output.weight"]),
                 ffn_norm=weights.vector(p + "ffn_norm.weight"),
                 ffn_gate_up=weights.stacked([p + "ffn_gate.weight", p + "ffn_up.weight"]),
@@ -92,8 +104,13 @@ class Llama:
         ops.embed(rec, self.token_embd, acts.tokens, x)
         for i, blk in enumerate(self.blk):
             project(rec, blk.attn_qkv, x, qkv, bias=blk.attn_qkv_bias, norm=norm(x, blk.attn_norm))
+            if c.qk_norm:
+                ops.rmsnorm(rec, qkv, blk.attn_q_norm, qkv, c.norm_eps, dim=c.head_dim, groups=c.n_head)
+                ops.rmsnorm(rec, qkv, blk.attn_k_norm, qkv, c.norm_eps, dim=c.head_dim, groups=c.n_kv_head,
+                            offset=c.q_dim)
             ops.rope_store(rec, qkv, acts.tokens, kv.k[i], kv.v[i], kv.table, n_head=c.n_head,
-                           n_kv_head=c.n_kv_head, head_dim=c.head_dim, rope_dim=c.rope_dim, freq_base=c.rope_base,
+                           n_kv_head=c.n_kv_head, head_dim=c.head_dim,
+                           rope_dim=c.rope_dim if c.rope_layers[i] else 0, freq_base=c.rope_base,
                            freq_scale=c.rope_freq_scale, neox=c.rope_neox, freqs=self.rope_freqs,
                            max_blocks=kv.max_blocks)
             ops.attention(rec, qkv, acts.tokens, kv.k[i], kv.v[i], kv.table, attn, n_head=c.n_head,
