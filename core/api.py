@@ -43,8 +43,10 @@ class Event:
 
 class LLM:
     def __init__(self, path, *, context: int | None = None, n_slots: int = 1, max_tokens_per_step: int = 64,
-                 device=None, fold_norms: bool | None = None):
-        """`fold_norms` forces RMSNorms into (or out of) the projections; by default it depends on the adapter."""
+                 device=None, fold_norms: bool | None = None, q8_activations: bool = False):
+        """`fold_norms` forces RMSNorms into (or out of) the projections; by default it depends on the adapter.
+        `q8_activations` rounds activations to 8 bits before matmuls over quantized weights, as llama.cpp does: its
+        numbers rather than f32's (which are closer to the unquantized model)."""
         t0 = time.perf_counter()
         self.path = path
         self.gguf = open_gguf(path)
@@ -62,7 +64,7 @@ class LLM:
                                                    fold_norms=fold_norms)
         self.engine = Engine(self.model, self.device, Kernels(self.device), context=self.context,
                              n_slots=n_slots + 1, max_tokens_per_step=max_tokens_per_step,
-                             cache_positions=self.plan.kv_positions)
+                             cache_positions=self.plan.kv_positions, q8_activations=q8_activations)
         self.engine.program(1, 1)  # compile the decode step now, not on the first token
         self.load_s = time.perf_counter() - t0
         self._chat_slot: int | None = None

@@ -159,6 +159,9 @@ BENCH_PROMPT = ("The history of the city of Paris begins with the Parisii, a Cel
 def _engine_arguments(parser: argparse.ArgumentParser) -> None:
     _model_argument(parser)
     parser.add_argument("--ctx", type=int, default=2048, help="context size in tokens (default 2048)")
+    parser.add_argument("--q8-activations", action="store_true",
+                        help="round activations to 8 bits before quantized matmuls, as llama.cpp does (its numbers, "
+                             "less precision)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
 
 
@@ -191,7 +194,7 @@ def _sampling(args: argparse.Namespace) -> dict[str, Any]:
 def _load(args: argparse.Namespace):
     from .api import load
 
-    llm = load(args.model, context=args.ctx)
+    llm = load(args.model, context=args.ctx, q8_activations=args.q8_activations)
     if llm.device.info.software and not args.json:
         print(f"llmchat: {llm.device.info.name} is a software (CPU-emulated) adapter: expect it to be slow",
               file=sys.stderr)

@@ -40,11 +40,12 @@ CONTEXT_MIN = 128
 
 class Engine:
     def __init__(self, model: Model, device: Device, kernels: Kernels, *, context: int, n_slots: int = 1,
-                 max_tokens_per_step: int = 64, cache_positions: int | None = None):
+                 max_tokens_per_step: int = 64, cache_positions: int | None = None, q8_activations: bool = False):
         """`n_slots` sequences can be open at once; they share a KV cache of `cache_positions` positions
         (default: a full context for each). Buffers are sized as `llmchat.memory.plan_memory` plans them."""
         self.model = model
         self.config = model.config
+        self.q8_activations = q8_activations
         self.device = device
         self.kernels = kernels
         self.context = context
@@ -70,7 +71,7 @@ class Engine:
         self.stats = {"steps": 0, "tokens": 0, "host_s": 0.0, "record_s": 0.0}
 
     def _recorder(self) -> Recorder:
-        return Recorder(self.device, self.kernels, self.step_buf, self.out_buf)
+        return Recorder(self.device, self.kernels, self.step_buf, self.out_buf, q8_activations=self.q8_activations)
 
     def program(self, rows: int, out_rows: int, top_k: int = 0, context: int | None = None) -> Program:
         """The program for steps of `rows` tokens, `out_rows` of them producing logits (or top-k candidates), in

@@ -50,6 +50,7 @@ const TT: u32 = {{TT}}u;  // tokens per invocation: 1, 4 or 8
 const MODE: u32 = {{MODE}}u;
 const HAS_BIAS: bool = {{BIAS}};
 const NORM: bool = {{NORM}};
+const XQ8: bool = {{XQ8}};  // round x to 8 bits per block as llama.cpp does before its quantized dot products
 const HALVES: u32 = 1u + MODE / 2u;  // MODE 2 accumulates the gate and the up half
 
 var<private> wv: array<vec4<f32>, 8>;       // the decoded block of one row (written by dequant_sub)
@@ -83,8 +84,28 @@ fn load_token(t: u32, k0: u32) {
         xv[o + 6u] *= gv[6];
         xv[o + 7u] *= gv[7];
     }
+    if (XQ8) {
+        round_x8(o);
+    }
     let xs = xv[o] + xv[o + 1u] + xv[o + 2u] + xv[o + 3u] + xv[o + 4u] + xv[o + 5u] + xv[o + 6u] + xv[o + 7u];
     xsum[t] = xs.x + xs.y + xs.z + xs.w;
+}
+
+// The block of x at xv[o..o+8) as llama.cpp's Q8_0 holds it: 32 integers in [-127, 127] times an f16 scale of
+// max|x| / 127. Scaling a block does not change its integers, so with NORM it may run before 1/rms is applied.
+fn round_x8(o: u32) {
+    var m = abs(xv[o]);
+    for (var i = 1u; i < 8u; i++) {
+        m = max(m, abs(xv[o + i]));
+    }
+    let d = max(max(m.x, m.y), max(m.z, m.w)) / 127.0;
+    if (d == 0.0) {
+        return;
+    }
+    let d16 = unpack2x16float(pack2x16float(vec2<f32>(d, 0.0))).x;
+    for (var i = 0u; i < 8u; i++) {
+        xv[o + i] = round(xv[o + i] / d) * d16;
+    }
 }
 
 fn load_tokens(k0: u32) {

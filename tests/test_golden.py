@@ -3,9 +3,10 @@ SmolLM2-135M-Instruct Q4_1 (llama architecture, byte-level BPE) and Gemma 3 270M
 and global layers, q/k norms, post-norms, GELU; SentencePiece-style vocabulary of 262,144 tokens).
 
 llama.cpp rounds activations to 8 bits inside its quantized dot products and keeps its KV cache in f16; we compute
-in f32. So logits agree closely but not exactly, and a near-tie can flip one greedy token. Measured on Gemma, the
-8-bit rounding alone moves perplexity by about 1% (f16 KV and its table-based GELU change nothing measurable), so
-the perplexity bound there is the gap that rounding explains.
+in f32. So logits agree closely but not exactly, and a near-tie can flip one greedy token. Perplexity is checked
+twice: with f32 activations (the default; Gemma's comes out 1.2% below llama.cpp's, SmolLM2's 0.4%) and with
+llama.cpp's 8-bit activation rounding (`q8_activations`), which must land within 1% of llama.cpp's (Gemma -0.6%,
+SmolLM2 -0.8%). Rounding Gemma's K/V or its GELU to f16 as llama.cpp does moved nothing measurable.
 """
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ class Golden:
     fixture: str  # the conftest fixture giving the model's path
     data: str
     logit_tolerance: float  # on llama.cpp's top-32 logits
-    ppl_tolerance: float  # relative
+    ppl_tolerance: float  # relative, with f32 activations (with llama.cpp's 8-bit rounding: 1%)
 
     @property
     def reference(self) -> dict:
@@ -44,11 +45,12 @@ def llms(request):
     from llmchat.api import LLM
     loaded = {}
 
-    def get(name: str):
-        if name not in loaded:
+    def get(name: str, q8_activations: bool = False):
+        if (name, q8_activations) not in loaded:
             golden = MODELS[name]
-            loaded[name] = LLM(str(request.getfixturevalue(golden.fixture)), context=1024)
-        return loaded[name]
+            loaded[name, q8_activations] = LLM(str(request.getfixturevalue(golden.fixture)), context=1024,
+                                               q8_activations=q8_activations)
+        return loaded[name, q8_activations]
     return get
 
 
@@ -77,10 +79,11 @@ def test_greedy_continuations(llms, name):
     assert agree >= len(prompts) - 1, agree
 
 
+@pytest.mark.parametrize("q8", [False, True], ids=["f32", "q8-activations"])
 @pytest.mark.parametrize("name", list(MODELS))
-def test_perplexity(llms, name):
+def test_perplexity(llms, name, q8):
     golden = MODELS[name]
     want = golden.reference["perplexity"]
-    got = llms(name).perplexity(TEXTS["perplexity_text"], window=want["window"])
+    got = llms(name, q8).perplexity(TEXTS["perplexity_text"], window=want["window"])
     assert got["tokens"] == want["scored_tokens"]
-    assert abs(got["ppl"] / want["ppl"] - 1) < golden.ppl_tolerance, (got, want)
+    assert abs(got["ppl"] / want["ppl"] - 1) < (0.01 if q8 else golden.ppl_tolerance), (got, want)

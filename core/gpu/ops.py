@@ -18,6 +18,8 @@ from .tensors import Weight
 STORE, ADD, GLU = 0, 1, 2  # matmul modes: y = Wx, y += Wx, y = silu(W_gate x) * (W_up x)
 
 
+# Weight types whose matmuls llama.cpp feeds 8-bit activations (Recorder.q8_activations emulates that)
+QUANTIZED = frozenset(GGMLType) - {GGMLType.F32, GGMLType.F16, GGMLType.BF16}
 # Activations of a gated feed-forward unit (shaders/activation.wgsl)
 ACTIVATIONS = {"silu": 0, "gelu": 1}
 
@@ -39,7 +41,8 @@ def matmul(rec: Recorder, w: Weight, x: Act, y: Act, *, y_offset: int = 0, mode:
     t = tile or variants.variants(rec.device).matmul(x.rows)
     kernel = rec.kernels.get("matmul.wgsl", QUANT=w.shader, LAYOUT=w.layout, R=t.rows, TT=t.tokens, WG=t.wg,
                              XLOAD=t.xload, MODE=mode, BIAS=_wgsl_bool(bias is not None),
-                             NORM=_wgsl_bool(norm is not None), ACT=ACTIVATIONS[act])
+                             NORM=_wgsl_bool(norm is not None), ACT=ACTIVATIONS[act],
+                             XQ8=_wgsl_bool(rec.q8_activations and w.type in QUANTIZED))
     for part in w.parts:
         n_out = glu_rows if mode == GLU else part.rows
         params = rec.params(w.name, "8If", w.k, n_out, w.row_bytes, x.cols, y.cols, y_offset + part.row_start,

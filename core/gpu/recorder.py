@@ -24,8 +24,12 @@ class Recorder:
     the number of tokens in the step, and the number of rows that produce logits.
     """
 
-    def __init__(self, device: Device, kernels: Kernels, step: Buffer, out_step: Buffer | None = None):
+    def __init__(self, device: Device, kernels: Kernels, step: Buffer, out_step: Buffer | None = None, *,
+                 q8_activations: bool = False):
+        """`q8_activations`: matmuls over quantized weights round each 32-element block of x to 8 bits first, as
+        llama.cpp does (its numbers, at the cost of precision); otherwise x stays f32."""
         self.device = device
+        self.q8_activations = q8_activations
         self.kernels = kernels
         self.step = step
         self.out_step = out_step
