@@ -404,3 +404,26 @@ def test_markup_in_replies_and_messages_stays_text(browser_env, server, tmp_path
         server.remote_reply = "Hello from the server."
         context.close()
 
+
+
+def test_gemma3_answers_through_the_element_like_the_native_engine(browser_env, server, gemma3_path, tmp_path,
+                                                                    shots):
+    """Gemma 3 270M (262,144-token vocabulary: its Q8_0 embedding table spans two bindings on a phone-class limit,
+    one here) through <llm-chat>: the same greedy tokens as the native engine for the same conversation."""
+    from llmchat.api import LLM
+    llm = LLM(str(gemma3_path), context=256)
+    messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": QUESTION}]
+    want = [e.token for e in llm.generate(messages, max_tokens=2) if e.token is not None]
+    llm.device.close()
+
+    context = _launch(browser_env, tmp_path / "profile")
+    page = context.new_page()
+    page.goto(f"{server.url}/index.html?model=/models/{gemma3_path.name}")
+    page.eval_on_selector("llm-chat", f"el => el.setAttribute('system-prompt', {SYSTEM!r})")
+    ready = wait_event(page, "llm-ready", timeout=4 * TIMEOUT)
+    assert ready["arch"] == "gemma3" and ready["vocab"] == 262144
+    tokens, done = ask(page, QUESTION, max_tokens=2)
+    page.screenshot(path=shots / "gemma3.png")
+    assert [t["token"] for t in tokens] == want
+    assert done["finish_reason"] in ("length", "stop")
+    context.close()

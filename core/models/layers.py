@@ -2,10 +2,32 @@
 over stacked weights, a gated feed-forward."""
 from __future__ import annotations
 
+from ..config import ModelConfig
 from ..gpu import ops
 from ..gpu.device import Buffer
 from ..gpu.recorder import Act, Recorder
 from ..gpu.tensors import Weight
+from .base import ActivationSpec
+from .weights import WeightLoader
+
+
+def decoder_activations(c: ModelConfig, *, fold_norms: bool, split_ffn: bool) -> list[ActivationSpec]:
+    """The activations of a pre-norm decoder step: residual stream, q|k|v, attention output, feed-forward hidden
+    state, and the rows whose logits are wanted; the normed stream where norms are not folded into projections, and
+    the up projection where gate and up are computed apart."""
+    specs = [ActivationSpec("x", c.n_embd), ActivationSpec("qkv", c.q_dim + 2 * c.kv_dim),
+             ActivationSpec("attn", c.q_dim), ActivationSpec("ff", c.n_ff),
+             ActivationSpec("last", c.n_embd, per_out_row=True)]
+    if not fold_norms:
+        specs.append(ActivationSpec("h", c.n_embd))
+    if split_ffn:
+        specs.append(ActivationSpec("up", c.n_ff))
+    return specs
+
+
+def output_weight(weights: WeightLoader, token_embd: Weight) -> Weight:
+    """The output projection; with tied embeddings (no output.weight) the embedding table, the same buffers."""
+    return weights.weight(["output.weight"]) if weights.has("output.weight") else token_embd
 
 
 class Norm:

@@ -20,7 +20,7 @@ from ..gpu.recorder import Act, Recorder
 from ..gpu.tensors import Weight
 from . import register
 from .base import Activations, ActivationSpec
-from .layers import Norm, gated, logits, project
+from .layers import Norm, decoder_activations, gated, logits, output_weight, project
 from .weights import WeightLoader
 
 
@@ -75,21 +75,13 @@ class Llama:
                 ffn_gate_up=weights.stacked([p + "ffn_gate.weight", p + "ffn_up.weight"]),
                 ffn_down=weights.weight([p + "ffn_down.weight"])))
         self.output_norm = weights.vector("output_norm.weight")
-        # Tied embeddings: without output.weight the embedding table is the output projection (same buffers).
-        self.output = weights.weight(["output.weight"]) if weights.has("output.weight") else self.token_embd
+        self.output = output_weight(weights, self.token_embd)
         self.rope_freqs = weights.optional_vector("rope_freqs.weight")
         self.weight_bytes = weights.bytes
 
     def activations(self) -> list[ActivationSpec]:
-        c = self.config
-        specs = [ActivationSpec("x", c.n_embd), ActivationSpec("qkv", c.q_dim + 2 * c.kv_dim),
-                 ActivationSpec("attn", c.q_dim), ActivationSpec("ff", c.n_ff),
-                 ActivationSpec("last", c.n_embd, per_out_row=True)]
-        if not self.fold_norms:
-            specs.append(ActivationSpec("h", c.n_embd))
-        if any(len(b.ffn_gate_up) > 1 for b in self.blk):
-            specs.append(ActivationSpec("up", c.n_ff))
-        return specs
+        return decoder_activations(self.config, fold_norms=self.fold_norms,
+                                   split_ffn=any(len(b.ffn_gate_up) > 1 for b in self.blk))
 
     def kv_widths(self) -> list[int]:
         return [self.config.kv_dim] * self.config.n_layer

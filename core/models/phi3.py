@@ -23,7 +23,7 @@ from ..gpu.recorder import Act, Recorder
 from ..gpu.tensors import Weight
 from . import register
 from .base import Activations, ActivationSpec
-from .layers import Norm, gated, logits, project
+from .layers import Norm, decoder_activations, gated, logits, output_weight, project
 from .weights import WeightLoader
 
 
@@ -74,19 +74,13 @@ class Phi3:
                 ffn_up=weights.weight([p + "ffn_up.weight"]),
                 ffn_down=weights.weight([p + "ffn_down.weight"])))
         self.output_norm = weights.vector("output_norm.weight")
-        self.output = weights.weight(["output.weight"]) if weights.has("output.weight") else self.token_embd
+        self.output = output_weight(weights, self.token_embd)
         self.rope_factors_short = weights.optional_vector("rope_factors_short.weight")
         self.rope_factors_long = weights.optional_vector("rope_factors_long.weight")
         self.weight_bytes = weights.bytes
 
     def activations(self) -> list[ActivationSpec]:
-        c = self.config
-        specs = [ActivationSpec("x", c.n_embd), ActivationSpec("qkv", c.q_dim + 2 * c.kv_dim),
-                 ActivationSpec("attn", c.q_dim), ActivationSpec("ff", c.n_ff),
-                 ActivationSpec("last", c.n_embd, per_out_row=True)]
-        if not self.fold_norms:
-            specs.append(ActivationSpec("h", c.n_embd))
-        return specs
+        return decoder_activations(self.config, fold_norms=self.fold_norms, split_ffn=False)
 
     def kv_widths(self) -> list[int]:
         return [self.config.kv_dim] * self.config.n_layer
