@@ -23,3 +23,30 @@ def smollm2_path() -> Path:
         if os.environ.get("LLMCHAT_REQUIRE_MODEL") == "1":
             pytest.fail(f"the SmolLM2 test model is required but could not be pulled: {exc}")
         pytest.skip(f"SmolLM2 test model unavailable ({exc}); `make test` pulls it")
+
+
+GEMMA3_FILE = "gemma-3-270m-q4_k_m.gguf"
+
+
+@pytest.fixture(scope="session")
+def gemma3_path() -> Path:
+    """The real Gemma 3 270M Q4_K_M file (SentencePiece vocabulary of 262,144 tokens, no chat template).
+
+    Found through the catalogue name `gemma3-270m` once the catalogue has it; until then, in the model cache
+    under its catalogue file name. Skipped when absent: LLMCHAT_REQUIRE_MODEL covers it only once the catalogue
+    can pull it.
+    """
+    from llmchat.catalogue import models_dir
+    from llmchat.errors import ModelNotFoundError
+
+    try:
+        return Path(resolve("gemma3-270m"))
+    except ModelNotFoundError:
+        path = models_dir() / GEMMA3_FILE
+        if path.is_file():
+            return path
+        pytest.skip(f"Gemma 3 270M test model not in {models_dir()} (no catalogue entry gemma3-270m yet)")
+    except LLMChatError as exc:
+        if os.environ.get("LLMCHAT_REQUIRE_MODEL") == "1":
+            pytest.fail(f"the Gemma 3 270M test model is required but could not be pulled: {exc}")
+        pytest.skip(f"Gemma 3 270M test model unavailable ({exc})")
