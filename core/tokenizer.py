@@ -113,6 +113,21 @@ _WORD_CACHE_SIZE = 1 << 16
 _CACHED_PIECE_CHARS = 64
 
 
+def adds_bos(metadata: Mapping[str, object]) -> bool:
+    """Whether llama.cpp puts BOS in front of prompts for this vocabulary (without building the tokenizer)."""
+    model, pre, flag = (metadata.get("tokenizer.ggml." + key) for key in ("model", "pre", "add_bos_token"))
+    return _adds_bos(str(model), "gemma4" if model == "gemma4" else str(pre or ""),
+                     flag if isinstance(flag, bool) else None)
+
+
+def _adds_bos(model: str, pre: str, flag: bool | None) -> bool:
+    if model != "llama" and pre in _GEMMA4:
+        return True  # llama.cpp overrides Gemma 4 files that say otherwise
+    if flag is not None:
+        return flag
+    return model == "llama" or pre in _BOS_BY_DEFAULT
+
+
 class StreamDecoder:
     """Turns token ids into text one id at a time, holding back an incomplete UTF-8 sequence until it completes."""
 
@@ -182,24 +197,21 @@ class Tokenizer:
         self._cutter: SpaceCutter | None = None
         if self._spm:
             defaults = {"bos": 1, "eos": 2, "unk": 0}
-            self.add_bos = True if add_bos is None else bool(add_bos)
             self.add_space_prefix = True if add_space_prefix is None else bool(add_space_prefix)
             self._byte_ids = self._find_byte_tokens(ascii_fallback=True)
             self._cutter = SpaceCutter([t for t in self._tokens if _GLUED.search(t)])
         else:
             defaults = {}
-            self.add_bos = (pre in _BOS_BY_DEFAULT) if add_bos is None else bool(add_bos)
             self.add_space_prefix = False  # BPE never prepends a space in llama.cpp's encoder
             self._ranks = self._parse_merges(merges)
             if self._escaped_bpe:
-                if pre in _GEMMA4:
-                    self.add_bos = True  # llama.cpp overrides Gemma 4 files that say otherwise
                 self._byte_ids = self._find_byte_tokens(ascii_fallback=False)
                 self._cutter = SpaceCutter([m.replace(" ", "", 1) for m in merges if _GLUED.search(m)])
             else:
                 self._pre = get_pre_tokenizer(pre)
             if pre in _NO_BOS:
                 defaults["bos"] = None
+        self.add_bos = _adds_bos(model, pre, add_bos)
         self.add_eos = False if add_eos is None else bool(add_eos)
         self._ignore_merges = (not self._spm) and pre in _IGNORE_MERGES
 
