@@ -21,7 +21,7 @@ import pytest
 from llmchat.catalogue import llmchat_home
 from llmchat.errors import TokenizerError
 from llmchat.gguf import open_gguf
-from llmchat.tokenizer import Tokenizer
+from llmchat.tokenizer import Tokenizer, adds_bos
 
 ROOT = Path(__file__).resolve().parent.parent
 REFERENCE = json.loads((ROOT / "tests/data/llama-vocabs-corpus.json").read_text(encoding="utf-8"))
@@ -51,14 +51,14 @@ def vocab_dir() -> Path:
     return path
 
 
-def load(vocab_dir: Path, name: str) -> Tokenizer:
+def load(vocab_dir: Path, name: str) -> tuple[Tokenizer, dict]:
     path = vocab_dir / f"ggml-vocab-{name}.gguf"
     if not path.is_file():
         pytest.skip(f"{path} is missing")
     with open_gguf(path) as model:
         metadata = model.metadata
     try:
-        return Tokenizer.from_metadata(metadata)
+        return Tokenizer.from_metadata(metadata), metadata
     except TokenizerError as exc:
         if "unsupported" not in str(exc):
             raise
@@ -87,7 +87,7 @@ def test_vocabulary_matches_llama_cpp(vocab_dir: Path, name: str) -> None:
     reference = REFERENCE["vocabs"][name]
     if "error" in reference:
         pytest.xfail(f"llama.cpp itself cannot load it: {reference['error']}")
-    tok = load(vocab_dir, name)
+    tok, metadata = load(vocab_dir, name)
 
     cases = llama_cpp_cases(vocab_dir, name)
     bad = [(text, tok.encode(text), ids) for text, ids in cases if tok.encode(text) != ids]
@@ -103,6 +103,7 @@ def test_vocabulary_matches_llama_cpp(vocab_dir: Path, name: str) -> None:
     assert tok.vocab_size == facts["n_tokens"]
     assert (tok.bos_id, tok.eos_id, tok.eot_id) == (facts["bos"], facts["eos"], facts["eot"])
     assert (tok.add_bos, tok.add_eos) == (facts["add_bos"], facts["add_eos"])
+    assert adds_bos(metadata) == tok.add_bos  # what chat templates are told without building the tokenizer
     assert sorted(tok.eog_ids) == facts["eog_ids"]
     control = {i for first, last in facts["control_or_unknown"] for i in range(first, last + 1)}
     assert {i for i in range(tok.vocab_size) if tok.is_control(i)} == control
