@@ -16,6 +16,7 @@ ever grow by absorbing their right neighbour, so comparing the current texts wit
 from __future__ import annotations
 
 import heapq
+import re
 from collections.abc import Callable, Mapping
 
 
@@ -100,3 +101,60 @@ def merge_by_score(symbols: list[str], token_ids: Mapping[str, int], scores: lis
         tid = get(left + right)
         return None if tid is None else -scores[tid]
     return _merge(symbols, priority)
+
+
+# A run of "▁" and the text up to the next one: the pieces of ▁-escaped text that merge on their own.
+_SPACE_RUNS = re.compile("\u2581*[^\u2581]*")
+# Above this many glued strings, one regex pass finds their occurrences instead of one search per string.
+_GLUED_BY_SEARCH = 16
+
+
+class SpaceCutter:
+    """Cuts ▁-escaped text (SentencePiece style: spaces written as "▁") into pieces that merge independently.
+
+    Merges in these vocabularies run over a whole line, not word by word. But a merge can only join two symbols
+    across the start of a "▁" run that follows another character if its result contains that character followed
+    by "▁" ("glued", e.g. Gemma's single such token ">▁</"). So the text is cut before each "▁" run, except
+    where an occurrence of a glued string spans the cut; each piece then merges (and is cached) on its own, with
+    the same result as merging the whole line. `glued` lists every string a merge can produce that contains a
+    character other than "▁" followed by "▁": tokens for score-merged vocabularies, merge results for ranked ones.
+    """
+
+    def __init__(self, glued: list[str]) -> None:
+        self._glued = sorted(set(glued), key=len, reverse=True)
+        self._pattern = (re.compile("(?=(" + "|".join(map(re.escape, self._glued)) + "))")
+                         if len(self._glued) > _GLUED_BY_SEARCH else None)
+
+    def split(self, text: str) -> list[str]:
+        pieces = [p for p in _SPACE_RUNS.findall(text) if p]
+        if len(pieces) < 2 or not self._glued:
+            return pieces
+        spans = self._glued_spans(text)
+        if not spans:
+            return pieces
+        blocked = set()
+        for start, end in spans:
+            blocked.update(range(start + 1, end))
+        out: list[str] = []
+        at = 0
+        for piece in pieces:
+            if at in blocked and out:
+                out[-1] += piece
+            else:
+                out.append(piece)
+            at += len(piece)
+        return out
+
+    def _glued_spans(self, text: str) -> list[tuple[int, int]]:
+        spans: list[tuple[int, int]] = []
+        if self._pattern is not None:
+            # Alternatives longest first: at each position the longest glued string found covers the shorter ones.
+            for match in self._pattern.finditer(text):
+                spans.append((match.start(), match.start() + len(match.group(1))))
+            return spans
+        for glued in self._glued:
+            at = text.find(glued)
+            while at >= 0:
+                spans.append((at, at + len(glued)))
+                at = text.find(glued, at + 1)
+        return spans

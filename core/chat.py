@@ -12,8 +12,9 @@ model saw in training:
 - the helpers `raise_exception(message)` and `strftime_now(format)`, and a `tojson` filter that emits plain JSON
   (non-ASCII kept, no HTML escaping) with `indent`, `separators`, `sort_keys`, `ensure_ascii` keywords.
 
-A model without a template gets ChatML (`DEFAULT_CHAT_TEMPLATE`), the most widespread format and the one
-SmolLM2 and Qwen use. Messages are validated first (roles, content types) and OpenAI-style content parts are
+A model without a template gets one of llama.cpp's built-in formats, chosen by the turn markers its vocabulary has
+(Gemma's `<start_of_turn>`, Llama 3's headers, ChatML's `<|im_start|>`...; see chat_templates.py), ChatML when
+none fits. `ChatTemplate.name` and `.from_file` say which template is in use. Messages are validated first (roles, content types) and OpenAI-style content parts are
 flattened to text, so every template sees plain strings; errors name the message at fault. Any failure, from a
 syntax error to the template's own `raise_exception`, becomes ChatTemplateError carrying Jinja's message.
 
@@ -35,16 +36,13 @@ from datetime import datetime
 from functools import cache
 from typing import Any
 
+from .chat_templates import BUILTIN_TEMPLATES, choose_builtin
 from .errors import ChatTemplateError
+from .tokenizer import adds_bos
 
 # ChatML: each turn is `<|im_start|>{role}\n{content}<|im_end|>\n`, and the generation prompt opens an assistant
-# turn. Used only when the model file has no template of its own.
-DEFAULT_CHAT_TEMPLATE = (
-    "{% for message in messages %}"
-    "{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n' }}"
-    "{% endfor %}"
-    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
-)
+# turn. The fallback for model files without a template whose vocabulary suggests no other format.
+DEFAULT_CHAT_TEMPLATE = BUILTIN_TEMPLATES["chatml"]
 
 # Roles that chat templates in the wild know about. Anything else is almost always a typo, and templates tend to
 # drop unknown roles silently, so we refuse it up front.
@@ -54,23 +52,36 @@ _TEMPLATE_KEY = "tokenizer.chat_template"
 
 
 class ChatTemplate:
-    """A compiled chat template plus the special-token strings it may reference."""
+    """A compiled chat template plus the special-token strings it may reference.
 
-    def __init__(self, source: str, *, bos_token: str = "", eos_token: str = "", is_default: bool = False) -> None:
+    `name` says which template it is: the metadata key it came from when `from_file` (`tokenizer.chat_template`
+    or a named variant), a built-in's name (`builtin` is then true; `reason` says why it was chosen), or "custom"
+    for source given directly. `is_default` is true when the model had no template and a built-in stands in.
+    """
+
+    def __init__(self, source: str, *, bos_token: str = "", eos_token: str = "", name: str = "custom",
+                 from_file: bool = False, builtin: bool = False, reason: str = "") -> None:
         self.source = source
         self.bos_token = bos_token
         self.eos_token = eos_token
-        # True when the model had no template and ChatML stands in; callers may want to tell the user.
-        self.is_default = is_default
+        self.name = name
+        self.from_file = from_file
+        self.builtin = builtin
+        self.reason = reason
         jinja2 = _jinja2()
         try:
             self._template = _environment().from_string(source)
         except jinja2.TemplateSyntaxError as exc:
             raise ChatTemplateError(f"chat template does not parse (line {exc.lineno}): {exc.message}") from exc
 
+    @property
+    def is_default(self) -> bool:
+        return self.builtin and not self.from_file
+
     @classmethod
     def from_metadata(cls, metadata: Mapping[str, Any], name: str | None = None) -> ChatTemplate:
-        """The template stored in GGUF metadata (`name` picks `tokenizer.chat_template.<name>`), else ChatML."""
+        """The template stored in GGUF metadata (`name` picks `tokenizer.chat_template.<name>`), else the built-in
+        format that suits the model's vocabulary."""
         key = _TEMPLATE_KEY if name is None else f"{_TEMPLATE_KEY}.{name}"
         source = metadata.get(key)
         if name is not None and source is None:
@@ -80,8 +91,29 @@ class ChatTemplate:
         bos = _token_text(metadata, "tokenizer.ggml.bos_token_id")
         eos = _token_text(metadata, "tokenizer.ggml.eos_token_id")
         if source is None:
-            return cls(DEFAULT_CHAT_TEMPLATE, bos_token=bos, eos_token=eos, is_default=True)
-        return cls(source, bos_token=bos, eos_token=eos)
+            builtin, reason = choose_builtin(metadata)
+            # Built-ins write BOS only when the vocabulary adds one, which is when llama.cpp adds it to them.
+            return cls.builtin_template(builtin, bos_token=bos if adds_bos(metadata) else "", eos_token=eos,
+                                        reason=reason)
+        return cls(source, bos_token=bos, eos_token=eos, name=key, from_file=True)
+
+    @classmethod
+    def builtin_template(cls, name: str, *, bos_token: str = "", eos_token: str = "",
+                         reason: str = "") -> ChatTemplate:
+        """One of the built-in formats by name (see `BUILTIN_TEMPLATES`); `bos_token` opens the prompt."""
+        source = BUILTIN_TEMPLATES.get(name)
+        if source is None:
+            raise ChatTemplateError(f"no built-in chat template {name!r}; known: {', '.join(BUILTIN_TEMPLATES)}")
+        return cls(source, bos_token=bos_token, eos_token=eos_token, name=name, builtin=True, reason=reason)
+
+    def describe(self) -> str:
+        """One line for people: which template this is and where it came from."""
+        if self.from_file:
+            return f"{self.name} from the model file"
+        if self.builtin:
+            why = f"; {self.reason}" if self.reason else ""
+            return f"built-in {self.name} template (the model file has none{why})"
+        return "a custom template"
 
     def render(
         self,

@@ -144,8 +144,8 @@ def chat_template_command(args: argparse.Namespace) -> int:
     from .chat import ChatTemplate
 
     template = ChatTemplate.from_metadata(metadata, name=args.template)
-    if template.is_default:
-        print("llmchat: the model has no chat template; using ChatML", file=sys.stderr)
+    if not template.from_file:
+        print(f"llmchat: using the {template.describe()}", file=sys.stderr)
     sys.stdout.write(template.render(args.messages, add_generation_prompt=args.add_generation_prompt, tools=args.tools))
     return 0
 

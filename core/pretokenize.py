@@ -46,6 +46,9 @@ _LLAMA3 = (_CONTRACTIONS_ANY_CASE + r"|[^\r\n\p{L}\p{N}]?[\p{L}]+|[\p{N}]{1,3}| 
            r"|\s*[\r\n]+|\s+(?!\S)|\s+")
 _QWEN2 = (_CONTRACTIONS_ANY_CASE + r"|[^\r\n\p{L}\p{N}]?[\p{L}]+|[\p{N}]| ?[^\s\p{L}\p{N}]+[\r\n]*"
           r"|\s*[\r\n]+|\s+(?!\S)|\s+")
+# Qwen3.5: marks join letter runs and leave the punctuation runs.
+_QWEN35 = (_CONTRACTIONS_ANY_CASE + r"|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|[\p{N}]| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*"
+           r"|\s*[\r\n]+|\s+(?!\S)|\s+")
 # Upper-then-lower letter runs as llama.cpp adapted them: "a letter that is not a-z" / "not A-Z", so every
 # non-ASCII letter counts as both cases (HF's original distinguishes \p{Lu} from \p{Ll} there).
 
@@ -83,6 +86,7 @@ _FAMILIES: dict[tuple[str, ...], tuple[str, ...]] = {
     ("llama3", "llama-v3", "llama-bpe", "falcon3", "falcon-h1", "pixtral", "midm-2.0", "lfm2",
      "dbrx", "smaug-bpe", "chatglm-bpe", "glm4"): (_LLAMA3,),
     ("qwen2", "deepseek-r1-qwen", "megrez", "stablelm2"): (_QWEN2,),
+    ("qwen35",): (_QWEN35,),
     ("smollm", "starcoder", "refact", "command-r", "codeshell", "exaone", "minerva-7b"): (r"[\p{N}]", _GPT2),
     ("deepseek-llm",): (r"[\r\n]", _DEEPSEEK_LETTERS,
                         r"\s?[!-/:-~\uff01-\uff0f\uff1a-\uff5e\u2018-\u201f\u3000-\u3002]+", r"\s+\Z", _CJK_RUNS,

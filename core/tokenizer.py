@@ -1,26 +1,33 @@
 """Text <-> token ids from the vocabulary stored in a GGUF file, producing the same ids as llama.cpp.
 
-Two vocabulary kinds are supported, named by `tokenizer.ggml.model`:
+Three vocabulary kinds are supported, named by `tokenizer.ggml.model` (and `.pre`):
 
 - "gpt2": byte-level BPE. Text is cut into words by the pre-tokenizer named in `tokenizer.ggml.pre` (see
   pretokenize.py), each word is spelled in GPT-2's byte characters and merged by `tokenizer.ggml.merges` ranks.
-- "llama": SentencePiece-style BPE. Spaces become U+2581 "▁", a space is put in front of the text (and after each
-  special token) when `add_space_prefix` says so, pairs merge by the score of the token they form, and characters
-  without a token fall back to `<0xNN>` byte tokens.
+- "llama": SentencePiece-style BPE (Llama 2, Gemma 3, Phi-3...). Spaces become U+2581 "▁", a space is put in
+  front of the text (and after each special token) when `add_space_prefix` says so, pairs merge by the score of
+  the token they form, and characters without a token fall back to `<0xNN>` byte tokens.
+- "gemma4" (or "gpt2" with pre "gemma4"/"sarvam-moe"): BPE by merge ranks over ▁-escaped raw UTF-8, one line at
+  a time, with `<0xNN>` byte fallback (Gemma 4). A run of newlines that is a token is taken whole (Gemma 4 only),
+  and llama.cpp always adds BOS for Gemma 4 whatever the file says.
+
+The two ▁-escaped kinds merge over whole lines; `bpe.SpaceCutter` cuts lines into independent pieces where the
+vocabulary allows it, so that long texts stay fast and pieces are cached like words.
 
 Special tokens. Tokens of type CONTROL (3) and UNKNOWN (2) are recognised in the text only when
-`parse_special=True`; USER_DEFINED (4) tokens are always recognised. That is llama.cpp's rule (with special
-parsing off it skips only CONTROL and UNKNOWN tokens; SmolLM2 has no USER_DEFINED token to show it in its ids) and
-HF's, where added tokens that are not "special" are always split out first. Recognition follows llama.cpp:
-special tokens are tried longest first, and each one splits every remaining piece of plain text wherever it
-occurs.
+`parse_special=True`; USER_DEFINED (4) tokens are always recognised (Gemma's whitespace runs and HTML tags are
+USER_DEFINED: "<b>" in plain text is one token). That is llama.cpp's rule, and HF's, where added tokens that are
+not "special" are always split out first. Recognition follows llama.cpp (see special_tokens.py).
 
 End of generation. `eog_ids` holds EOS, EOT and EOM, FIM pad/repo/separator tokens, and every token whose text is
-one of llama.cpp's end-of-turn spellings (`<|im_end|>`, `<|eot_id|>`, `<|endoftext|>`, `<end_of_turn>`...). As in
-llama.cpp, a token found by such a spelling is treated as CONTROL even if the file typed it otherwise. When the
-file names no EOT token, the first spelling in `_EOT_TEXTS` order that exists is used (llama.cpp takes whichever
-its hash map yields first). Model-specific exceptions llama.cpp adds for single families (gpt-oss, Gemma 4,
-PaddleOCR, Solar) are not reproduced.
+one of llama.cpp's end-of-generation spellings (`<|im_end|>`, `<|eot_id|>`, `<end_of_turn>`, `</s>`...). As in
+llama.cpp, a token found by such a spelling is treated as CONTROL even if the file typed it otherwise, so with
+`parse_special=False` the text "</s>" is not Gemma 3's USER_DEFINED token 212 but plain text. When the file names
+no EOT token, the first spelling in `_EOT_TEXTS` order that exists is used (llama.cpp takes whichever its hash
+map yields first). llama.cpp's family exceptions are reproduced: gpt-oss's `<|channel|>`, `<|message|>`,
+`<|start|>`, `<|constrain|>` are plain USER_DEFINED text; `<|end|>` does not end generation next to
+`<|return|>`+`<|call|>` (gpt-oss) or `<|calls|>`+`<|flush|>` (Solar Open); `</s>` is a normal token where
+`<|tool_response>` (Gemma 4) or `<|plamo:eos|>` exists; Phi-3's special tokens swallow the whitespace after them.
 
 Decoding writes each token's bytes (CONTROL/UNKNOWN tokens as their text unless `skip_special`) and turns the
 bytes into text once, so a character split across tokens comes out whole; `stream_decoder()` does the same
@@ -35,9 +42,10 @@ import re
 from collections.abc import Iterable, Mapping
 from enum import IntEnum
 
-from .bpe import UNICODE_TO_BYTE, byte_level, merge_by_rank, merge_by_score
+from .bpe import UNICODE_TO_BYTE, SpaceCutter, byte_level, merge_by_rank, merge_by_score
 from .errors import TokenizerError
 from .pretokenize import get_pre_tokenizer
+from .special_tokens import SpecialSplitter
 
 
 class TokenType(IntEnum):
@@ -53,7 +61,7 @@ class TokenType(IntEnum):
 
 
 # What a token does: a bit set derived from its type plus the by-text rules above (a token can gain CONTROL).
-# Plain ints rather than an IntFlag: they are tested for every token when loading a 150k-token vocabulary.
+# Plain ints rather than an IntFlag: they are tested for every token when loading a 262k-token vocabulary.
 _UNKNOWN, _NORMAL, _CONTROL, _USER_DEFINED, _BYTE, _UNUSED = 1, 2, 4, 8, 16, 32
 _LSTRIP, _RSTRIP = 64, 128  # a match of this special token eats the whitespace before / after it
 _TYPE_ATTR = {TokenType.NORMAL: _NORMAL, TokenType.UNKNOWN: _UNKNOWN, TokenType.CONTROL: _CONTROL,
@@ -77,10 +85,13 @@ _FIM_TEXTS = {
     "fim_rep": ("<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>"),
     "fim_sep": ("<|file_sep|>",),
 }
-# Every token spelled like this ends generation.
-_EOG_TEXTS = frozenset({"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|eom_id|>",
-                        "<EOT>", "_<EOT>", "[EOT]", "[EOS]", "<|end_of_text|>", "<end_of_utterance>",
-                        "<｜end▁of▁sentence｜>"})
+# Every token spelled like this ends generation (and is CONTROL).
+_EOG_TEXTS = frozenset({"<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<|flush|>", "<|calls|>",
+                        "<end_of_turn>", "<|endoftext|>", "</s>", "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]",
+                        "[EOS]", "<|end_of_text|>", "<end_of_utterance>", "<eos>", "<turn|>", "<|tool_response>",
+                        "<｜end▁of▁sentence｜>", "[e~["})
+# gpt-oss's structural tokens, which llama.cpp always renders and matches as plain USER_DEFINED text.
+_ALWAYS_TEXT = ("<|channel|>", "<|message|>", "<|start|>", "<|constrain|>")
 
 # Pre-tokenizer names for which llama.cpp adds BOS by default, and those for which a whole word that is itself a
 # token is taken as is instead of being merged (HF `ignore_merges`).
@@ -88,13 +99,33 @@ _BOS_BY_DEFAULT = frozenset({"llama3", "llama-v3", "llama-bpe", "falcon3", "falc
                              "lfm2", "tekken"})
 _IGNORE_MERGES = _BOS_BY_DEFAULT
 _NO_BOS = frozenset({"chatglm-bpe", "glm4"})
+# Byte-pair vocabularies over ▁-escaped UTF-8 (no byte-level spelling), by `tokenizer.ggml.pre`.
+_ESCAPED_BPE = frozenset({"gemma4", "granite-embed-multi-311m", "sarvam-moe"})
+_GEMMA4 = frozenset({"gemma4", "granite-embed-multi-311m"})
 
-# What C's isspace() accepts: the whitespace that LSTRIP/RSTRIP tokens swallow.
-_C_SPACE = " \t\n\v\f\r"
 _SPACE_MARK = "\u2581"  # SentencePiece's visible space
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _BYTE_TOKEN = re.compile(r"<0x([0-9A-Fa-f]{2})>")
+_GLUED = re.compile("[^" + _SPACE_MARK + "]" + _SPACE_MARK)
+_LINES = re.compile("[^\n]+|\n+")
 _WORD_CACHE_SIZE = 1 << 16
+# Longer pieces (CJK text has no spaces to cut at) are merged without going through the cache.
+_CACHED_PIECE_CHARS = 64
+
+
+def adds_bos(metadata: Mapping[str, object]) -> bool:
+    """Whether llama.cpp puts BOS in front of prompts for this vocabulary (without building the tokenizer)."""
+    model, pre, flag = (metadata.get("tokenizer.ggml." + key) for key in ("model", "pre", "add_bos_token"))
+    return _adds_bos(str(model), "gemma4" if model == "gemma4" else str(pre or ""),
+                     flag if isinstance(flag, bool) else None)
+
+
+def _adds_bos(model: str, pre: str, flag: bool | None) -> bool:
+    if model != "llama" and pre in _GEMMA4:
+        return True  # llama.cpp overrides Gemma 4 files that say otherwise
+    if flag is not None:
+        return flag
+    return model == "llama" or pre in _BOS_BY_DEFAULT
 
 
 class StreamDecoder:
@@ -138,16 +169,19 @@ class Tokenizer:
                  add_eos: bool | None, add_space_prefix: bool | None, model_name: str = "") -> None:
         """Prefer `from_metadata`; this takes the already-extracted fields. `special_ids` maps bos, eos, eot, eom,
         unk, pad, fim_pre, fim_suf, fim_mid, fim_pad, fim_rep, fim_sep to ids (None or absent: not given)."""
-        if model not in ("gpt2", "llama"):
+        if model not in ("gpt2", "llama", "gemma4"):
             raise TokenizerError(f"unsupported tokenizer.ggml.model={model!r}; supported: gpt2 (byte-level BPE), "
-                                 f"llama (SentencePiece BPE)")
+                                 f"llama (SentencePiece BPE), gemma4 (BPE over SentencePiece-style text)")
         n = len(tokens)
         if n == 0:
             raise TokenizerError("tokenizer.ggml.tokens is empty")
         for key, values in (("token_type", token_types), ("scores", scores)):
             if len(values) != n:
                 raise TokenizerError(f"tokenizer.ggml.{key} has {len(values)} entries for {n} tokens")
+        if model == "gemma4":
+            pre = "gemma4"  # what llama.cpp assumes for this tokenizer model, whatever the file says
         self._spm = model == "llama"
+        self._escaped_bpe = not self._spm and pre in _ESCAPED_BPE
         self.model = model
         self.pre = pre
         self.vocab_size = n
@@ -158,22 +192,26 @@ class Tokenizer:
         self._attrs = [_TYPE_ATTR.get(t, 0) for t in token_types]
         self._pieces: list[bytes | None] = [None] * n
 
+        self._ranks: dict[str, int] = {}
+        self._pre = None
+        self._cutter: SpaceCutter | None = None
         if self._spm:
             defaults = {"bos": 1, "eos": 2, "unk": 0}
-            self.add_bos = True if add_bos is None else bool(add_bos)
             self.add_space_prefix = True if add_space_prefix is None else bool(add_space_prefix)
-            self._byte_ids = self._find_byte_tokens()
-            self._spm_chunk = self._spm_chunker()
-            self._ranks: dict[str, int] = {}
-            self._pre = None
+            self._byte_ids = self._find_byte_tokens(ascii_fallback=True)
+            self._cutter = SpaceCutter([t for t in self._tokens if _GLUED.search(t)])
         else:
             defaults = {}
-            self.add_bos = (pre in _BOS_BY_DEFAULT) if add_bos is None else bool(add_bos)
-            self.add_space_prefix = False  # byte-level BPE never prepends a space in llama.cpp's encoder
-            self._pre = get_pre_tokenizer(pre)
+            self.add_space_prefix = False  # BPE never prepends a space in llama.cpp's encoder
             self._ranks = self._parse_merges(merges)
+            if self._escaped_bpe:
+                self._byte_ids = self._find_byte_tokens(ascii_fallback=False)
+                self._cutter = SpaceCutter([m.replace(" ", "", 1) for m in merges if _GLUED.search(m)])
+            else:
+                self._pre = get_pre_tokenizer(pre)
             if pre in _NO_BOS:
                 defaults["bos"] = None
+        self.add_bos = _adds_bos(model, pre, add_bos)
         self.add_eos = False if add_eos is None else bool(add_eos)
         self._ignore_merges = (not self._spm) and pre in _IGNORE_MERGES
 
@@ -192,11 +230,10 @@ class Tokenizer:
         self.eog_ids = self._end_of_generation_ids(ids)
         if "phi-3" in model_name.lower() or "phi3" in model_name.lower():
             self._phi3_strip_rules()
-        # Longest first; ties by id so the order is deterministic.
-        self._special_ids = sorted((i for i in range(n) if self._attrs[i] & _SPECIAL),
-                                   key=lambda i: (-len(self._tokens[i]), i))
+        self._splitter = self._special_splitter()
+        self._hidden = frozenset(i for i in range(n) if self._attrs[i] & _HIDDEN_UNLESS_SPECIAL)
         self._word_ids = functools.lru_cache(maxsize=_WORD_CACHE_SIZE)(
-            self._spm_chunk_ids if self._spm else self._bpe_word_ids)
+            self._spm_chunk_ids if self._spm else self._escaped_word_ids if self._escaped_bpe else self._bpe_word_ids)
 
     # ----------------------------------------------------------------------------------------------- building
 
@@ -214,8 +251,8 @@ class Tokenizer:
             raise TokenizerError("the GGUF has no tokenizer.ggml.tokens array")
         n = len(tokens)
         merges = get("merges")
-        if model == "gpt2" and not isinstance(merges, list):
-            raise TokenizerError("tokenizer.ggml.model is gpt2 but tokenizer.ggml.merges is missing")
+        if model in ("gpt2", "gemma4") and not isinstance(merges, list):
+            raise TokenizerError(f"tokenizer.ggml.model is {model} but tokenizer.ggml.merges is missing")
         pre = get("pre")
         if model == "gpt2" and not pre:
             pre = "default"  # what llama.cpp falls back to (with a loud warning about degraded quality)
@@ -257,13 +294,29 @@ class Tokenizer:
         return None
 
     def _end_of_generation_ids(self, ids: Mapping[str, int | None]) -> frozenset[int]:
-        eog = {ids[role] for role in ("fim_pad", "fim_rep", "fim_sep", "eos", "eot", "eom")}
+        """llama.cpp's end-of-generation set, with the attribute changes it makes on the way (in its order)."""
+        eog = {ids[role] for role in ("fim_pad", "fim_rep", "fim_sep")}
         for text in _EOG_TEXTS:
             tid = self._ids.get(text)
             if tid is not None:
                 self._attrs[tid] |= _CONTROL
                 eog.add(tid)
+        for text in _ALWAYS_TEXT:
+            tid = self._ids.get(text)
+            if tid is not None:
+                self._attrs[tid] = _USER_DEFINED
+        eog |= {ids["eos"], ids["eot"], ids["eom"]}
         eog.discard(None)
+        texts = {self._tokens[tid]: tid for tid in eog}  # type: ignore[index]  # None was discarded
+        end = texts.get("<|end|>")
+        has = texts.keys()
+        if end is not None and ({"<|return|>", "<|call|>"} <= has or {"<|calls|>", "<|flush|>"} <= has):
+            eog.discard(end)
+            self._attrs[end] = _USER_DEFINED
+        closing = texts.get("</s>")
+        if closing is not None and ("<|tool_response>" in texts or "<|plamo:eos|>" in texts):
+            eog.discard(closing)
+            self._attrs[closing] = _NORMAL
         return frozenset(eog)  # type: ignore[arg-type]  # None was discarded
 
     def _phi3_strip_rules(self) -> None:
@@ -276,36 +329,34 @@ class Tokenizer:
             if tid is not None:
                 self._attrs[tid] = (self._attrs[tid] | _RSTRIP) if on else (self._attrs[tid] & ~_RSTRIP)
 
+    def _special_splitter(self) -> SpecialSplitter:
+        special = [i for i in range(self.vocab_size) if self._attrs[i] & _SPECIAL]
+        texts = [self._tokens[i] for i in special]
+        # Longest first; ties by id so the order is deterministic.
+        order = [(-len(t), i) for t, i in zip(texts, special)]
+        return SpecialSplitter(texts, special, order,
+                               lstrip=frozenset(i for i in special if self._attrs[i] & _LSTRIP),
+                               rstrip=frozenset(i for i in special if self._attrs[i] & _RSTRIP))
+
     @staticmethod
     def _parse_merges(merges: list[str]) -> dict[str, int]:
         """Merge line -> rank, the first occurrence winning.
 
-        Keyed by the line itself and looked up as `left + " " + right`: byte-level symbols never contain a space,
-        so that finds exactly the pairs llama.cpp finds by splitting each line at its first space after the first
-        character, without splitting 50k-300k lines at load time."""
+        Keyed by the line itself and looked up as `left + " " + right`: symbols never contain a space (byte-level
+        spelling, or ▁-escaped text), so that finds exactly the pairs llama.cpp finds by splitting each line at its
+        first space after the first character, without splitting 50k-500k lines at load time."""
         return dict(zip(reversed(merges), range(len(merges) - 1, -1, -1)))
 
-    def _find_byte_tokens(self) -> list[int | None]:
-        """For each byte, the token that spells it: `<0xNN>`, else the one-character token for an ASCII byte."""
+    def _find_byte_tokens(self, ascii_fallback: bool) -> list[int | None]:
+        """For each byte, the token that spells it: `<0xNN>`, else (SentencePiece) the one-character token for an
+        ASCII byte."""
         out: list[int | None] = []
         for b in range(256):
             tid = self._ids.get(f"<0x{b:02X}>")
-            if tid is None and b < 0x80:
+            if tid is None and ascii_fallback and b < 0x80:
                 tid = self._ids.get(chr(b))
             out.append(tid)
         return out
-
-    def _spm_chunker(self) -> re.Pattern[str] | None:
-        """A splitter into independent merge units, or None when the vocabulary forbids splitting.
-
-        SentencePiece merging has no pre-tokenizer: it runs over the whole text. But if no token contains "▁"
-        right after another character, no merge can ever cross the start of a "▁" run that follows other
-        characters, so text can be cut there and each piece merged (and cached) on its own with the same result.
-        """
-        glued = re.compile("[^" + _SPACE_MARK + "]" + _SPACE_MARK)
-        if any(glued.search(t) for t in self._tokens):
-            return None
-        return re.compile(_SPACE_MARK + "*[^" + _SPACE_MARK + "]*")
 
     # ----------------------------------------------------------------------------------------------- encoding
 
@@ -320,15 +371,19 @@ class Tokenizer:
             # A lone surrogate cannot be UTF-8; llama.cpp reads undecodable input as U+FFFD, so do we.
             text = _SURROGATE.sub("\ufffd", text)
         prev_special = True
-        for fragment in self._partition(text, parse_special):
+        fragments = self._splitter.split(text, frozenset() if parse_special else self._hidden)
+        for fragment in fragments:
             if isinstance(fragment, int):
                 ids.append(fragment)
                 prev_special = True
             elif self._spm:
                 if self.add_space_prefix and prev_special:
                     fragment = " " + fragment
-                self._encode_spm(fragment.replace(" ", _SPACE_MARK), ids)
+                self._encode_escaped(fragment.replace(" ", _SPACE_MARK), ids)
                 prev_special = False
+            elif self._escaped_bpe:
+                for line in _LINES.findall(fragment.replace(" ", _SPACE_MARK)):
+                    self._encode_escaped(line, ids)
             else:
                 word_ids = self._word_ids
                 for word in self._pre.split(fragment):  # type: ignore[union-attr]  # set for gpt2
@@ -342,26 +397,11 @@ class Tokenizer:
             raise TokenizerError(f"this vocabulary has no {what} token")
         return tid
 
-    def _partition(self, text: str, parse_special: bool) -> list[str | int]:
-        """Split out special tokens: plain-text strings and special token ids, in order."""
-        if not text:
-            return []
-        fragments: list[str | int] = [text]
-        for tid in self._special_ids:
-            attr = self._attrs[tid]
-            if not parse_special and attr & _HIDDEN_UNLESS_SPECIAL:
-                continue
-            token = self._tokens[tid]
-            if token not in text:
-                continue
-            out: list[str | int] = []
-            for fragment in fragments:
-                if isinstance(fragment, int) or token not in fragment:
-                    out.append(fragment)
-                else:
-                    _split_on(fragment, token, tid, bool(attr & _LSTRIP), bool(attr & _RSTRIP), out)
-            fragments = out
-        return fragments
+    def _encode_escaped(self, text: str, ids: list[int]) -> None:
+        """Encode ▁-escaped text (one line for the BPE kind) piece by piece."""
+        word_ids = self._word_ids
+        for piece in self._cutter.split(text):  # type: ignore[union-attr]  # set for both escaped kinds
+            ids.extend(word_ids(piece) if len(piece) <= _CACHED_PIECE_CHARS else word_ids.__wrapped__(piece))
 
     def _bpe_word_ids(self, word: str) -> tuple[int, ...]:
         spelled = byte_level(word)
@@ -381,14 +421,21 @@ class Tokenizer:
                 out.extend(ids[ch] for ch in symbol if ch < "\x80" and ch in ids)
         return tuple(out)
 
-    def _encode_spm(self, text: str, ids: list[int]) -> None:
-        if self._spm_chunk is None:
-            ids.extend(self._spm_chunk_ids(text))
-            return
-        word_ids = self._word_ids
-        for chunk in self._spm_chunk.findall(text):
-            if chunk:
-                ids.extend(word_ids(chunk))
+    def _escaped_word_ids(self, word: str) -> tuple[int, ...]:
+        ids = self._ids
+        if word[0] == "\n" and self.pre in _GEMMA4:
+            whole = ids.get(word)  # a newline run that is a token is taken whole (llama.cpp's Gemma 4 rule)
+            if whole is not None:
+                return (whole,)
+        out: list[int] = []
+        for symbol in merge_by_rank(list(word), self._ranks):
+            tid = ids.get(symbol)
+            if tid is not None:
+                out.append(tid)
+            else:
+                # Bytes without a <0xNN> token are dropped, as llama.cpp does.
+                out.extend(b for b in map(self._byte_ids.__getitem__, symbol.encode("utf-8")) if b is not None)
+        return tuple(out)
 
     def _spm_chunk_ids(self, text: str) -> tuple[int, ...]:
         out: list[int] = []
@@ -437,7 +484,7 @@ class Tokenizer:
         attr, text = self._attrs[tid], self._tokens[tid]
         if attr & (_HIDDEN_UNLESS_SPECIAL | _USER_DEFINED):
             return text.encode("utf-8")
-        if self._spm:
+        if self._spm or self._escaped_bpe:
             if attr & _NORMAL:
                 return text.replace(_SPACE_MARK, " ").encode("utf-8")
             if attr & _BYTE:
@@ -448,6 +495,9 @@ class Tokenizer:
             # A character outside GPT-2's byte alphabet cannot come from our encoder; keep it as its own UTF-8.
             return b"".join(bytes([UNICODE_TO_BYTE[ch]]) if ch in UNICODE_TO_BYTE else ch.encode("utf-8")
                             for ch in text)
+        if attr & _BYTE:
+            m = _BYTE_TOKEN.fullmatch(text)
+            return bytes([int(m.group(1), 16)]) if m else b""
         return b""
 
     def decode(self, ids: Iterable[int], skip_special: bool = False) -> str:
@@ -471,27 +521,6 @@ class Tokenizer:
             raise TokenizerError(f"token id {token_id} is outside the vocabulary (size {self.vocab_size})")
 
     def __repr__(self) -> str:
-        kind = "SentencePiece BPE" if self._spm else f"byte-level BPE, pre={self.pre!r}"
+        kind = ("SentencePiece BPE" if self._spm else f"BPE over ▁-escaped text, pre={self.pre!r}"
+                if self._escaped_bpe else f"byte-level BPE, pre={self.pre!r}")
         return f"Tokenizer({kind}, {self.vocab_size} tokens, bos={self.bos_id}, eos={self.eos_id})"
-
-
-def _split_on(fragment: str, token: str, tid: int, lstrip: bool, rstrip: bool, out: list[str | int]) -> None:
-    """Append `fragment` to `out` with every occurrence of `token` replaced by `tid` (left to right, no overlap)."""
-    base, end = 0, len(fragment)
-    while base < end:
-        at = fragment.find(token, base)
-        if at < 0:
-            break
-        left_end = at
-        if lstrip:
-            while left_end > base and fragment[left_end - 1] in _C_SPACE:
-                left_end -= 1
-        if left_end > base:
-            out.append(fragment[base:left_end])
-        out.append(tid)
-        base = at + len(token)
-        if rstrip:
-            while base < end and fragment[base] in _C_SPACE:
-                base += 1
-    if base < end:
-        out.append(fragment[base:])

@@ -293,7 +293,7 @@ def test_spm_unknown_character_without_byte_tokens() -> None:
 
 
 def test_spm_vocabulary_with_space_inside_pieces_is_merged_whole() -> None:
-    # A piece with "▁" after another character means merges can cross word starts: no chunking then.
+    # A piece with "▁" after another character lets merges cross a word start: the text is not cut there.
     glued = Tokenizer.from_metadata(train_spm(TEXTS["perplexity_text"], 200, extra_chars="Z", glue="Z\u2581"))
     assert glued.token_id("Z\u2581") in glued.encode("Z Z")
 
@@ -339,15 +339,22 @@ def test_ascii_members_of_classes(key: str, members: str) -> None:
 
 
 def test_unicode_tables_equal_unicodedata() -> None:
-    if unicodedata.unidata_version != unicode_classes.UNICODE_VERSION:
-        pytest.skip(f"tables are Unicode {unicode_classes.UNICODE_VERSION}, this Python has "
-                    f"{unicodedata.unidata_version}")
+    # The tables are generated from a newer Unicode than some Pythons know; on those, the code points this Python
+    # has assigned must still get exactly its classes (newer ones are only additions).
     spec = importlib.util.spec_from_file_location("gen_unicode_classes", ROOT / "tools/gen_unicode_classes.py")
     assert spec is not None and spec.loader is not None
     generator = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(generator)
+    same_version = unicodedata.unidata_version == unicode_classes.UNICODE_VERSION
+    assigned = None if same_version else [unicodedata.category(chr(cp)) != "Cn" for cp in range(0x110000)]
     for name, runs in generator.class_ranges().items():
-        assert getattr(unicode_classes, name) == tuple(v for run in runs for v in run), name
+        table = getattr(unicode_classes, name)
+        if same_version:
+            assert table == tuple(v for run in runs for v in run), name
+            continue
+        ours = {cp for first, last in zip(table[::2], table[1::2]) for cp in range(first, last + 1)
+                if assigned[cp]}  # type: ignore[index]  # set when versions differ
+        assert ours == {cp for first, last in runs for cp in range(first, last + 1)}, name
     assert unicode_classes.WHITESPACE == (0x9, 0xD, 0x20, 0x20, 0x85, 0x85, 0xA0, 0xA0, 0x1680, 0x1680,
                                           0x2000, 0x200A, 0x2028, 0x2029, 0x202F, 0x202F, 0x205F, 0x205F,
                                           0x3000, 0x3000)

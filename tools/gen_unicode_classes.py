@@ -5,7 +5,11 @@ scan of 1.1 million code points. So they are generated once, committed, and chec
 test suite (tests/test_tokenizer.py). Committing them also pins the Unicode version: the browser's Python may ship
 a different `unicodedata`, and tokenization must not change with it.
 
-Usage: python tools/gen_unicode_classes.py > core/unicode_classes.py
+Run it with a Python whose unicodedata is Unicode 15.1 (Python 3.13): llama.cpp's own tables (unicode-data.cpp
+in 0.3.36) agree with Unicode 15.1 on every code point's class, and an older version treats the characters added
+since (CJK extensions H and I, ...) as unassigned, which splits words differently.
+
+Usage: python3.13 tools/gen_unicode_classes.py > core/unicode_classes.py
 """
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""Tokenizer speed on a real vocabulary: load time, encode throughput (English and mixed-script text, first pass
-and with the word cache warm), 10k-token prompts (repetitive, and made of words never seen before), and decoding.
+"""Tokenizer speed on a real vocabulary: load time, encode throughput (English, mixed-script text and the tokenizer
+test corpus, first pass and with the word cache warm, in MB/s and ms per KB), a short chat prompt, 10k-token
+prompts (repetitive, and made of words never seen before), and decoding.
 
 Every figure is the best of several runs: on a shared two-core machine the minimum is the figure least disturbed
 by other processes. "Cold" encodes use a freshly built tokenizer, so every distinct word goes through BPE once.
@@ -17,6 +18,8 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+
+from tokenizer_corpus import corpus
 
 from llmchat.catalogue import resolve
 from llmchat.gguf import open_gguf
@@ -58,13 +61,14 @@ def main() -> int:
     texts = json.loads((ROOT / "tests/data/texts.json").read_text(encoding="utf-8"))
     english = texts["perplexity_text"] * 400  # ~1 MB of English prose
     mixed = "\n".join(texts["tokenize"]) * 100  # code, numbers, CJK, Cyrillic, Arabic, emoji, whitespace runs
+    broad = "\n".join(s for part in corpus().values() for s in part)  # tools/tokenizer_corpus.py, once: all cold
 
     results: dict[str, float | int | str] = {"model": args.model}
     results["load_ms"] = best_of(args.runs, lambda: Tokenizer.from_metadata(metadata)) * 1e3
     tok = Tokenizer.from_metadata(metadata)
     results["vocab_size"] = tok.vocab_size
 
-    for name, text in (("english", english), ("mixed", mixed)):
+    for name, text in (("english", english), ("mixed", mixed), ("corpus", broad)):
         megabytes = len(text.encode("utf-8")) / 1e6
         cold = best_cold(args.runs, metadata, text)
         tok.encode(text)
@@ -73,6 +77,10 @@ def main() -> int:
         results[f"{name}_tokens"] = len(tok.encode(text))
         results[f"{name}_cold_mb_per_s"] = megabytes / cold
         results[f"{name}_warm_mb_per_s"] = megabytes / warm
+        results[f"{name}_cold_ms_per_kb"] = cold * 1e3 / (megabytes * 1e3)
+
+    chat = texts["prompts"][2]  # a short chat-formatted prompt: special tokens dominate the work
+    results["short_prompt_us"] = best_of(args.runs * 20, lambda: tok.encode(chat, parse_special=True)) * 1e6
 
     # A 10k-token prompt of fresh text (no cache help): the start of the English text plus the mixed strings.
     prompt = "\n".join(texts["tokenize"]) * 10 + texts["perplexity_text"] * 12
