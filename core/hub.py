@@ -26,6 +26,7 @@ from .errors import GatedModelError, LLMChatError, ModelNotFoundError, SourceErr
 from .hub_ref import DEFAULT_REVISION, HubRef, choose_files, hub_endpoint, named_files
 
 _COMMIT = re.compile(r"[0-9a-f]{40}")
+ATTEMPTS = 4  # a download cut this many times in a row is given up
 
 
 def _hub():
@@ -55,14 +56,31 @@ def pull(ref: HubRef, out: IO[str] | None = None) -> Path:
     files = named_files(ref) if ref.file is not None else _choose(ref, hub, endpoint, out)
     if ref.file is None:
         _say(out, f"{ref} is {', '.join(files)} in {ref.repo}")
-    paths = []
-    for name in files:
+    return [_download(hub, ref, name, endpoint, out) for name in files][0]
+
+
+def _download(hub, ref: HubRef, name: str, endpoint: str, out: IO[str]) -> Path:
+    """One file into the cache. A transfer the network cut is started again: huggingface_hub goes on from the bytes
+    it kept (1.x and older keep them across calls; 2.x also resumes within one call)."""
+    for attempt in range(1, ATTEMPTS + 1):
         try:
-            paths.append(Path(hub.hf_hub_download(repo_id=ref.repo, filename=name, revision=ref.revision,
-                                                  endpoint=endpoint)))
+            return Path(hub.hf_hub_download(repo_id=ref.repo, filename=name, revision=ref.revision,
+                                            endpoint=endpoint))
         except Exception as exc:
-            raise _translate(exc, ref, endpoint, name) from exc
-    return paths[0]
+            error = _translate(exc, ref, endpoint, name)
+            if attempt == ATTEMPTS or not _interrupted(exc):
+                raise error from exc
+            _say(out, f"{error}; trying again ({attempt} of {ATTEMPTS - 1})")
+    raise AssertionError("unreachable")
+
+
+def _interrupted(exc: Exception) -> bool:
+    """Whether a download failed in transfer (worth going on with), not with an answer from the hub."""
+    return isinstance(exc, ConnectionError) or _from_http_library(exc)
+
+
+def _from_http_library(exc: Exception) -> bool:
+    return type(exc).__module__.split(".")[0] in ("httpx", "httpx2", "httpcore", "httpcore2", "requests", "urllib3")
 
 
 def _choose(ref: HubRef, hub, endpoint: str, out: IO[str]) -> list[str]:
@@ -110,8 +128,7 @@ def _translate(exc: Exception, ref: HubRef, endpoint: str, name: str | None = No
             return GatedModelError(f"{what}: the hub asks for a token (HTTP 401): set HF_TOKEN to a token from "
                                    f"{endpoint}/settings/tokens that can read {ref.repo}")
         return SourceError(f"{what}: {endpoint} answered {_first_line(exc)}")
-    if isinstance(exc, OSError) or type(exc).__module__.split(".")[0] in ("httpx", "httpx2", "httpcore", "requests",
-                                                                         "urllib3"):
+    if isinstance(exc, OSError) or _from_http_library(exc):
         return SourceError(f"{what}: download from {endpoint} failed: {_first_line(exc)}")
     raise exc
 

@@ -20,7 +20,7 @@ from fake_hub import FakeHub
 from gguf_factory import default_tensors, write_gguf, write_split_gguf
 from model_factory import write_model
 
-pytest.importorskip("huggingface_hub")
+huggingface_hub = pytest.importorskip("huggingface_hub")
 
 # A 24 MiB "model": huggingface_hub resumes from the last chunk it wrote (10 MiB chunks in 2.x), so the cut below
 # comes after the first chunk.
@@ -108,7 +108,8 @@ def test_short_reference_pulls_the_matching_quant_into_the_hf_cache(hub, home, f
         ["/api/models/org/tiny-GGUF/revision/main"]
     assert [r.path for r in hub.log("cdn", "GET")] == \
         [f"/cdn/{hashlib.sha256(files['tiny-Q8_0.gguf']).hexdigest()}?signature=test"]  # followed the redirect
-    assert "100%" in result.stderr  # huggingface_hub's progress bar, on stderr
+    if int(huggingface_hub.__version__.split(".")[0]) >= 1:  # older releases have no switch to force the bar
+        assert "100%" in result.stderr  # huggingface_hub's progress bar, on stderr
 
 
 def test_every_reference_form_reaches_the_same_file(hub, home, files) -> None:
@@ -146,7 +147,6 @@ def test_a_cut_connection_is_resumed_where_it_broke(hub, home) -> None:
     assert gets[1].range is not None and gets[1].range.endswith("-"), gets
     resumed_at = int(gets[1].range.removeprefix("bytes=")[:-1])
     assert 0 < resumed_at <= CUT  # went on from what it had, not from zero
-    assert "Trying to resume download" in result.stderr
 
 
 def test_split_model_is_pulled_whole_and_opens_as_one(hub, home, files) -> None:
