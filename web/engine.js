@@ -83,6 +83,7 @@ export class Engine extends EventTarget {
     const { model, endpoint, mode = "auto" } = this.options;
     if (mode === "remote" || (!model && endpoint)) return this.#remote("remote mode");
     const probe = await probeWebGPU();
+    if (this.terminated) return; // replaced while waiting (the element's attributes changed): start nothing
     if (probe.kind === "none") {
       if (endpoint && mode === "auto") return this.#remote(probe.reason);
       throw this.#fail(new EngineError("no-webgpu", `${probe.reason} The model cannot run on this device` +
@@ -96,8 +97,10 @@ export class Engine extends EventTarget {
     try {
       url = new URL(await modelURL(model, this.options.hubEndpoint), location.href).href;
     } catch (error) {
+      if (this.terminated) return;
       throw this.#fail(new EngineError(error.code || "bad-model", error.message));
     }
+    if (this.terminated) return;
     navigator.storage?.persist?.().catch(() => {}); // keep the model when the browser needs space (best effort)
     this.mode = "local";
     this.worker = new Worker(this.options.workerURL || here("./worker.js"), { type: "module", name: "llmchat" });
@@ -176,6 +179,7 @@ export class Engine extends EventTarget {
   }
 
   terminate() {
+    this.terminated = true;
     this.worker?.terminate();
     this.worker = null;
   }
