@@ -109,7 +109,7 @@ CATALOGUE: dict[str, CatalogueEntry] = {
              "Qwen3 1.7B, Q4_K_M (1.28 GB)"),
         _hub("llama3.2-1b", "hf://bartowski/Llama-3.2-1B-Instruct-GGUF/Llama-3.2-1B-Instruct-Q4_K_M.gguf",
              807_694_464, "6f85a640a97cf2bf5b8e764087b1e83da0fdb51d7c9fab7d0fece9385611df83",
-             "Llama 3.2 1B Instruct, Q4_K_M (808 MB; gated upstream, this copy is not)"),
+             "Llama 3.2 1B Instruct, Q4_K_M (808 MB)"),
         _hub("llama3.2-3b", "hf://bartowski/Llama-3.2-3B-Instruct-GGUF/Llama-3.2-3B-Instruct-Q4_K_M.gguf",
              2_019_377_696, "6c1a2b41161032677be168d354123594c0e6e67d2b9227c84f296ad037c728ff",
              "Llama 3.2 3B Instruct, Q4_K_M (2.02 GB)"),
