@@ -357,3 +357,25 @@ def test_pull_url_errors(hub, home) -> None:
     env = env_for(hub, home)
     assert "takes the URL of a .gguf file" in error_line(llmchat("pull", f"{hub.url}/org/tiny-GGUF/resolve/main/README.md", env=env))
     assert "HTTP 404" in error_line(llmchat("pull", f"{hub.url}/org/tiny-GGUF/resolve/main/none.gguf", env=env))
+
+
+# --- the server -----------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.gpu
+def test_serve_takes_a_reference(hub, home, files) -> None:
+    import httpx
+
+    from server_util import running_server
+
+    env = env_for(hub, home)
+    with running_server("org/tiny-GGUF:Q8_0", ["--ctx", "64", "--max-batch", "1"], env=env,
+                        log=home / "serve.log") as base:
+        models = httpx.get(f"{base}/v1/models", timeout=30).json()
+        assert [m["id"] for m in models["data"]] == ["tiny-Q8_0"]
+        reply = httpx.post(f"{base}/v1/completions", json={"model": "org/tiny-GGUF:Q8_0", "prompt": "hello",
+                                                             "max_tokens": 2}, timeout=120)
+        assert reply.status_code == 200, reply.text
+        assert reply.json()["usage"]["completion_tokens"] == 2
+        served = httpx.get(f"{base}/models/tiny-Q8_0.gguf", timeout=30)  # the file, under the repository's name
+        assert served.status_code == 200 and served.content == files["tiny-Q8_0.gguf"]
