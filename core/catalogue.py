@@ -202,6 +202,8 @@ def pull(reference: str, *, verify: bool = False, progress: IO[str] | None = Non
     and downloaded again. `progress` (default stderr) receives pip's progress and our status lines.
     """
     out = sys.stderr if progress is None else progress
+    if Path(reference).expanduser().is_file():
+        return Path(reference).expanduser()  # already on this machine: nothing to fetch
     if is_url(reference):
         from .url_pull import pull_url
 

@@ -62,6 +62,13 @@ def test_missing_path_is_a_clear_error(
     assert not (home / "models").exists(), "a path must never trigger a pull"
 
 
+def test_pulling_a_local_file_fetches_nothing(tmp_path: Path, home: Path) -> None:
+    model = tmp_path / "model.gguf"
+    model.write_bytes(b"GGUF")
+    assert pull(str(model)) == model
+    assert not home.exists()
+
+
 def test_directory_is_rejected(tmp_path: Path) -> None:
     with pytest.raises(ModelNotFoundError, match="not a regular file"):
         resolve(str(tmp_path))
