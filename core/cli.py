@@ -5,9 +5,9 @@ adds the subcommand's arguments; `build_parser` turns the registry into argparse
 therefore one arguments function and one handler, nothing else. Handlers import what they need lazily, so
 `llmchat --help` and light commands stay fast.
 
-Every MODEL argument goes through `catalogue.resolve`: a path, an http(s) URL or a catalogue name (pulled on first
-use). Errors from the LLMChatError family print one line, `llmchat: error: ...`, and exit with status 2;
-`--debug` adds the traceback.
+Every MODEL argument goes through `catalogue.resolve`: a path, an http(s) URL, a Hugging Face reference or a
+catalogue name (the last two pulled on first use). Errors from the LLMChatError family print one line,
+`llmchat: error: ...`, and exit with status 2; `--debug` adds the traceback.
 """
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import __version__
-from .catalogue import CATALOGUE, pull, resolve
+from .catalogue import CATALOGUE, pull, remove, resolve
 from .errors import InvalidRequestError, LLMChatError
 
 Handler = Callable[[argparse.Namespace], int]
@@ -57,24 +57,72 @@ def command(name: str, help: str, arguments: AddArguments) -> Callable[[Handler]
 def _model_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "model", metavar="MODEL",
-        help=f"a GGUF file, an http(s) URL, or a catalogue name ({', '.join(CATALOGUE)})",
+        help=f"a GGUF file, an http(s) URL, a Hugging Face reference (hf://ORG/REPO/FILE.gguf, ORG/REPO:QUANT) "
+             f"or a catalogue name ({', '.join(CATALOGUE)})",
     )
 
 
-# --- pull -------------------------------------------------------------------------------------------------------
+# --- pull, list, rm: the model cache ----------------------------------------------------------------------------
+
+REFERENCE_HELP = ("a catalogue name, a Hugging Face reference (hf://ORG/REPO/FILE.gguf[@REV], ORG/REPO:QUANT, "
+                  "hf.co/ORG/REPO[:QUANT]) or an http(s) URL of a GGUF file")
 
 
 def _pull_arguments(parser: argparse.ArgumentParser) -> None:
     catalogue = "; ".join(f"{entry.name}: {entry.description}" for entry in CATALOGUE.values())
-    parser.add_argument("name", metavar="NAME", help=f"catalogue name ({catalogue})")
+    parser.add_argument("reference", metavar="REF", help=f"{REFERENCE_HELP}. Catalogue: {catalogue}")
     parser.add_argument(
-        "--verify", action="store_true", help="re-hash a cached file (sha256) instead of checking only its size"
+        "--verify", action="store_true",
+        help="re-hash a cached catalogue model (sha256) instead of checking only its size"
     )
 
 
-@command("pull", "download a catalogue model into the local cache and print its path", _pull_arguments)
+@command("pull", "download a model into the local cache and print its path", _pull_arguments)
 def pull_command(args: argparse.Namespace) -> int:
-    print(pull(args.name, verify=args.verify))
+    print(pull(args.reference, verify=args.verify))
+    return 0
+
+
+def _list_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="print a JSON list, one object per model")
+
+
+@command("list", "show the cached models (llmchat's and the Hugging Face cache's GGUF files)", _list_arguments)
+def list_command(args: argparse.Namespace) -> int:
+    from .model_list import cached_models
+
+    models = cached_models()
+    if args.json:
+        print(json.dumps([m.as_dict() for m in models]))
+        return 0
+    if not models:
+        print("no cached models; `llmchat pull REF` fetches one", file=sys.stderr)
+        return 0
+    rows = [("MODEL", "SIZE", "ARCH", "QUANT", "RUNS")] + [
+        (m.model, _size(m.size), m.architecture or "?", m.quant or "?", "yes" if m.runs else "no") for m in models]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
+    reasons = [m for m in models if not m.runs]
+    if reasons:
+        print()
+        for m in reasons:
+            print(f"{m.model}: {m.problem}")
+    return 0
+
+
+def _size(n: int) -> str:
+    return f"{n / 1e9:.2f} GB" if n >= 1e9 else f"{n / 1e6:.0f} MB"
+
+
+def _rm_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("reference", metavar="REF", help=f"{REFERENCE_HELP}, or a file name `llmchat list` shows")
+
+
+@command("rm", "remove a cached model", _rm_arguments)
+def rm_command(args: argparse.Namespace) -> int:
+    for path in remove(args.reference):
+        print(f"removed {path}")
     return 0
 
 

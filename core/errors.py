@@ -16,8 +16,12 @@ class SourceError(LLMChatError):
     """Bytes could not be read: missing file, HTTP failure, a server that ignores Range, a missing shard."""
 
 
+class GatedModelError(SourceError):
+    """The model hub refused a file (401/403): a gated model whose licence was not accepted, or a missing token."""
+
+
 class ModelNotFoundError(LLMChatError):
-    """A model name is neither a path, a URL, nor in the catalogue."""
+    """A model name is neither a path, a URL, a hub reference that exists, nor in the catalogue."""
 
 
 class UnsupportedModelError(LLMChatError):

@@ -17,7 +17,7 @@ from .errors import GGUFError, SourceError
 from .gguf_header import GGUFHeader, GGUFValueType, MetadataType, TensorInfo, read_header
 from .sources import Source, is_url, open_source
 
-__all__ = ["GGUFFile", "GGUFValueType", "TensorInfo", "open_gguf", "shard_name"]
+__all__ = ["GGUFFile", "GGUFValueType", "TensorInfo", "open_gguf", "shard_name", "shard_number"]
 
 # Keys gguf-split writes into every shard. split.no counts from 0; the file names count from 1.
 SPLIT_NO = "split.no"
@@ -83,8 +83,8 @@ def shard_name(name: str, index: int, count: int) -> str | None:
     return urllib.parse.urlunsplit(url._replace(path=path)) if url else path
 
 
-def _shard_number(name: str) -> tuple[int, int] | None:
-    """(1-based shard number, shard count) as written in a shard's name."""
+def shard_number(name: str) -> tuple[int, int] | None:
+    """(1-based shard number, shard count) as written in a shard's name (a path or URL); None for other names."""
     path = urllib.parse.urlsplit(name).path if is_url(name) else name
     match = _SHARD_NAME.match(path)
     return (int(match["no"]), int(match["count"])) if match else None
@@ -155,7 +155,7 @@ def open_gguf(target: str | os.PathLike[str] | Source, *,
         if position is None:
             return _merge_shards([header], [first], None)
         no, count, total = position
-        in_name = _shard_number(first.name)
+        in_name = shard_number(first.name)
         if in_name != (no + 1, count):
             raise GGUFError(
                 f"{first.name}: is shard {no + 1} of {count} of a split model, but its name does not end in "

@@ -20,9 +20,11 @@ ROOT = Path(__file__).resolve().parent.parent
 DIST = ROOT / "web" / "dist" / "pyodide"
 TEST_WHEELS = ROOT / "build" / "pyodide-test-wheels"
 RUNNER = Path(__file__).parent / "pyodide" / "run_pytest.mjs"
-# Run inside Pyodide: everything of test_chat.py but the one test that starts a subprocess (Pyodide has none).
-INNER = ["tests/test_pyodide_core.py", "tests/test_chat.py",
-         "--deselect", "tests/test_chat.py::test_core_imports_without_jinja2"]
+# Run inside Pyodide: everything of test_chat.py and test_hub_refs.py but the tests that start a subprocess (Pyodide
+# has none).
+INNER = ["tests/test_pyodide_core.py", "tests/test_chat.py", "tests/test_hub_refs.py",
+         "--deselect", "tests/test_chat.py::test_core_imports_without_jinja2",
+         "--deselect", "tests/test_hub_refs.py::test_core_works_without_huggingface_hub"]
 
 
 def _missing() -> str | None:

@@ -11,6 +11,8 @@
 // no WebGPU or only a software adapter. Without WebGPU and without an endpoint, createEngine rejects with a
 // clear message (error.code "no-webgpu") before anything is downloaded.
 
+import { resolveModelURL } from "./hub.js";
+
 const here = (path) => new URL(path, import.meta.url).href;
 
 export class EngineError extends Error {
@@ -35,6 +37,22 @@ export async function probeWebGPU() {
   }
 }
 
+// The file URL of `model`. A short hub reference (ORG/REPO:QUANT) needs the repository's file list; the answer is
+// remembered, so that a later visit without the network still finds the model it downloaded.
+async function modelURL(model, endpoint) {
+  const key = `llmchat-hub:${endpoint || ""}:${model}`;
+  const memory = globalThis.localStorage;
+  try {
+    const url = await resolveModelURL(model, { endpoint });
+    if (url !== model) memory?.setItem(key, url);
+    return url;
+  } catch (error) {
+    const known = error.code === "network" ? memory?.getItem(key) : null;
+    if (known) return known;
+    throw error;
+  }
+}
+
 export async function createEngine(options = {}) {
   const engine = new Engine(options);
   await engine.ready;
@@ -42,9 +60,9 @@ export async function createEngine(options = {}) {
 }
 
 export class Engine extends EventTarget {
-  // options: model, integrity, context (tokens), endpoint, mode ("auto" | "local" | "remote"), apiKey and
-  // remoteModel (for the endpoint), pyodideURL (a CDN folder, default: our own dist), distURL, workerURL,
-  // onProgress, onStatus, onWarning
+  // options: model (a URL or a Hugging Face reference), integrity, context (tokens), endpoint, mode ("auto" |
+  // "local" | "remote"), apiKey and remoteModel (for the endpoint), hubEndpoint (a Hugging Face mirror),
+  // pyodideURL (a CDN folder, default: our own dist), distURL, workerURL, onProgress, onStatus, onWarning
   constructor(options = {}) {
     super();
     this.options = options;
@@ -65,6 +83,7 @@ export class Engine extends EventTarget {
     const { model, endpoint, mode = "auto" } = this.options;
     if (mode === "remote" || (!model && endpoint)) return this.#remote("remote mode");
     const probe = await probeWebGPU();
+    if (this.terminated) return; // replaced while waiting (the element's attributes changed): start nothing
     if (probe.kind === "none") {
       if (endpoint && mode === "auto") return this.#remote(probe.reason);
       throw this.#fail(new EngineError("no-webgpu", `${probe.reason} The model cannot run on this device` +
@@ -74,6 +93,14 @@ export class Engine extends EventTarget {
       return this.#remote("this device has only a software WebGPU adapter");
     }
     if (!model) throw this.#fail(new EngineError("no-model", "no model URL was given"));
+    let url; // a Hugging Face reference becomes its file's URL here, so the download need not wait for Python
+    try {
+      url = new URL(await modelURL(model, this.options.hubEndpoint), location.href).href;
+    } catch (error) {
+      if (this.terminated) return;
+      throw this.#fail(new EngineError(error.code || "bad-model", error.message));
+    }
+    if (this.terminated) return;
     navigator.storage?.persist?.().catch(() => {}); // keep the model when the browser needs space (best effort)
     this.mode = "local";
     this.worker = new Worker(this.options.workerURL || here("./worker.js"), { type: "module", name: "llmchat" });
@@ -81,7 +108,7 @@ export class Engine extends EventTarget {
       this.worker.onmessage = ({ data }) => this.#onMessage(data, resolve, reject);
       this.worker.onerror = (event) => reject(this.#fail(new EngineError("worker", event.message || "worker failed")));
       this.worker.postMessage({
-        type: "load", model: new URL(model, location.href).href, integrity: this.options.integrity,
+        type: "load", model: url, integrity: this.options.integrity,
         context: this.options.context || 2048, pyodideURL: this.options.pyodideURL,
         distURL: this.options.distURL || here("./dist/pyodide/"),
       });
@@ -152,6 +179,7 @@ export class Engine extends EventTarget {
   }
 
   terminate() {
+    this.terminated = true;
     this.worker?.terminate();
     this.worker = null;
   }

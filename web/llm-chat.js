@@ -3,9 +3,10 @@
 //   <script type="module" src="/llm-chat.js"></script>
 //   <llm-chat model="/models/SmolLM2-135M-Instruct.Q4_1.gguf" system-prompt="Be brief."></llm-chat>
 //
-// Attributes: model, integrity (sha256 of the model), system-prompt, endpoint (OpenAI-compatible /v1 URL),
-// mode (auto | local | remote), remote-model (the model name sent to the endpoint), temperature, max-tokens,
-// context-size, pyodide-url (to load Pyodide from a CDN), placeholder. Events (bubbling, composed; details in the README): llm-progress, llm-ready, llm-token, llm-done,
+// Attributes: model (a GGUF URL, or a Hugging Face reference such as hf://ORG/REPO/FILE.gguf or ORG/REPO:QUANT),
+// integrity (sha256 of the model), system-prompt, endpoint (OpenAI-compatible /v1 URL), mode (auto | local |
+// remote), remote-model (the model name sent to the endpoint), temperature, max-tokens, context-size, pyodide-url
+// (to load Pyodide from a CDN), hub-endpoint (a Hugging Face mirror), placeholder. Events (bubbling, composed; details in the README): llm-progress, llm-ready, llm-token, llm-done,
 // llm-error. Styling: CSS custom properties --llm-chat-* and parts (container, status, progress, warning, log,
 // message, user, assistant, form, input, send, stop). Model output is always inserted as text, never as HTML.
 
@@ -54,7 +55,7 @@ let instances = 0;
 
 export class LLMChatElement extends HTMLElement {
   static observedAttributes = ["model", "endpoint", "mode", "integrity", "context-size", "pyodide-url",
-    "remote-model"];
+    "remote-model", "hub-endpoint"];
 
   constructor() {
     super();
@@ -123,6 +124,7 @@ export class LLMChatElement extends HTMLElement {
       model, endpoint, mode: this.getAttribute("mode") || "auto", integrity: this.getAttribute("integrity"),
       remoteModel: this.getAttribute("remote-model") || undefined,
       context: this.#number("context-size", 2048), pyodideURL: this.getAttribute("pyodide-url") || undefined,
+      hubEndpoint: this.getAttribute("hub-endpoint") || undefined,
     });
     this.engine = engine;
     engine.addEventListener("status", ({ detail }) => this.#status(detail.text));

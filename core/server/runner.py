@@ -75,8 +75,10 @@ def serve(config: ServeConfig) -> None:
     scheduler = Scheduler(llm.engine, llm.tokenizer, max_batch=config.max_batch, max_queue=config.max_queue,
                           prefill_chunk=config.prefill_chunk, metrics=Metrics())
     local = not path.startswith(("http://", "https://"))
+    # Not resolve(): a Hugging Face cache file is a link whose target is named by its hash; /models/NAME should
+    # offer the model under the name the link (the repository) gives it.
     options = ServerOptions(api_key=config.api_key, cors_origins=config.cors_origins, models_dir=models_dir(),
-                            model_file=Path(path).resolve() if local else None)
+                            model_file=Path(path).absolute() if local else None)
     if config.web_dir is not None:
         if not Path(config.web_dir).is_dir():
             raise LLMChatError(f"--web-dir {config.web_dir!r} is not a folder")
