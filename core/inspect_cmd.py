@@ -15,12 +15,8 @@ from typing import TextIO
 from .errors import LLMChatError
 from .gguf import GGUFFile, GGUFValueType, open_gguf
 from .gguf_header import MetadataType
-from .gpu.device import AdapterInfo
-from .memory import plan_memory
+from .memory import DEFAULT_ADAPTER, DEFAULT_CONTEXT, default_plan
 
-# What `inspect` plans for: a GPU adapter with WebGPU's default limits (128 MiB bindings), a 2048-token context.
-PLAN_ADAPTER = AdapterInfo(name="a GPU with WebGPU's default limits", backend="webgpu")
-PLAN_CONTEXT = 2048
 ARRAY_PREVIEW = 5  # items shown of a long array
 STRING_PREVIEW = 60  # characters shown of a long string
 
@@ -54,7 +50,7 @@ def summary(model: GGUFFile) -> dict[str, object]:
 def run_plan(model: GGUFFile) -> dict:
     """What this version needs to run the model (llmchat.memory), or why it cannot."""
     try:
-        return plan_memory(model, PLAN_ADAPTER, context=PLAN_CONTEXT).as_dict()
+        return default_plan(model).as_dict()
     except LLMChatError as exc:
         return {"error": str(exc)}
 
@@ -101,7 +97,7 @@ def print_text(model: GGUFFile, out: TextIO) -> None:
         out.write("  " + "  ".join(cells).rstrip() + "\n")
 
     plan = run_plan(model)
-    out.write(f"\nto run ({PLAN_ADAPTER.name}, {PLAN_CONTEXT}-token context):\n")
+    out.write(f"\nto run ({DEFAULT_ADAPTER.name}, {DEFAULT_CONTEXT}-token context):\n")
     if "error" in plan:
         out.write(f"  cannot: {plan['error']}\n")
     else:

@@ -19,6 +19,12 @@ from .models import config_from_metadata, model_class
 from .models.base import ActivationSpec
 from .models.weights import WeightLoader
 
+# What "can this version run it" is judged against when no adapter is at hand: a GPU with WebGPU's default limits
+# (128 MiB bindings) and a 2048-token context.
+DEFAULT_ADAPTER = AdapterInfo(name="a GPU with WebGPU's default limits", backend="webgpu")
+DEFAULT_CONTEXT = 2048
+
+
 def step_bucket(n: int) -> int:
     """The smallest power of two ≥ n: programs are recorded per bucket of step sizes."""
     return 1 << max(0, n - 1).bit_length()
@@ -100,3 +106,8 @@ def plan_memory(gguf: GGUFFile, info: AdapterInfo, *, context: int, n_slots: int
     if problems:
         raise ModelTooLargeError(f"{gguf.name}: this model cannot run on this device: " + "; ".join(problems))
     return plan
+
+
+def default_plan(gguf: GGUFFile) -> MemoryPlan:
+    """The plan on DEFAULT_ADAPTER: what `llmchat inspect` and `llmchat list` report without opening a GPU."""
+    return plan_memory(gguf, DEFAULT_ADAPTER, context=DEFAULT_CONTEXT)

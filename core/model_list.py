@@ -12,7 +12,6 @@ from pathlib import Path
 
 from . import hub
 from .catalogue import CATALOGUE, models_dir
-from .config import ModelConfig
 from .errors import LLMChatError
 from .ggml_types import FILE_TYPES
 from .gguf import GGUFFile, open_gguf, shard_name, shard_number
@@ -99,16 +98,12 @@ def quantization(gguf: GGUFFile) -> str | None:
 
 
 def support_problem(gguf: GGUFFile) -> str | None:
-    """Why this version of llmchat cannot run the model, or None when it can: its architecture must have a model
-    file and every tensor type a GPU kernel."""
-    from .gpu.tensors import GPU_TYPES
-    from .models import model_class
+    """Why this version of llmchat cannot run the model, or None when it can (the memory plan on a GPU with
+    WebGPU's default limits: its architecture has a model file, every tensor type a kernel, and it fits)."""
+    from .memory import default_plan
 
     try:
-        model_class(ModelConfig.from_metadata(gguf.metadata, Path(gguf.name).name))
+        default_plan(gguf)
     except LLMChatError as exc:
         return str(exc)
-    missing = sorted({t.type.name for t in gguf.tensors.values() if t.type not in GPU_TYPES})
-    if missing:
-        return f"no GPU kernel yet for tensor type {', '.join(missing)}"
     return None
