@@ -152,3 +152,10 @@ def test_rope_store_then_attention_in_one_program(gpu: Gpu, rng):
         k, v = cache.history(s, length[s])
         want[mine] = ref.attention(rotated[mine, :n_head], k, v, positions[mine], scale=hd ** -0.5)
     assert_close(gpu.read(out), want, rel=REL, abs_=0.0)
+
+
+@pytest.mark.parametrize("splits", [None, 4], ids=["auto", "four"])
+def test_attention_long_prefill_chunk_of_wide_heads(gpu: Gpu, rng, splits: int | None):
+    """Gemma 3's shape: 4 query heads sharing one kv head of 256, a 42-token chunk at positions 448..489 (one range
+    per token ends early on lavapipe, so the adapter's own choice must cut it: Variants.attention_splits)."""
+    run_attention(gpu, rng, [(0, p) for p in range(448, 490)], n_head=4, n_kv=1, hd=256, splits=splits)

@@ -21,6 +21,7 @@ from .kernels import Kernels
 
 ATTN_PARALLEL = 1024  # (token, head, range) invocations attention aims for on GPUs before it stops cutting ranges
 ATTN_MIN_RANGE = 32  # positions per range below which cutting a context further costs more than it gains
+SOFTWARE_MAX_RANGE = 256  # positions one attention invocation may walk on CPU emulators (see attention_splits)
 
 
 @dataclass(frozen=True)
@@ -52,13 +53,17 @@ class Variants:
         per invocation, at most 8: there a split only pays once it spreads real work over the cores, and every
         extra split costs a partial record and the combine pass (which one split skips). Measured on lavapipe,
         30 layers of SmolLM2 decode attention (ms) by splits 1 / 2 / 8 / 64: at 64 positions 3.6 / 4.0 / 6.6 /
-        11.4, at 256 16.3 / 10.6 / 12.7 / 26.6, at 2000 72 / 64 / 59 / 68."""
+        11.4, at 256 16.3 / 10.6 / 12.7 / 26.6, at 2000 72 / 64 / 59 / 68.
+        Ranges never exceed SOFTWARE_MAX_RANGE positions, prefill included: on lavapipe (Mesa 22.3) invocations
+        over 256-wide heads that walk more than about 475 positions end early without writing their output (seen
+        with Gemma 3; 128-wide heads were fine up to 2000), so long prefill chunks are cut too."""
         if not self.software:
             # Enough ranges to occupy the device when few tokens run (decode), one when tokens alone do (prefill),
             # never ranges shorter than ATTN_MIN_RANGE positions of the longest context.
             by_work = -(-ATTN_PARALLEL // (rows * n_head))
             return max(1, min(by_work, -(-max_context // ATTN_MIN_RANGE), 64))
-        return max(1, min(8, -(-max_context // (128 * rows))))
+        by_work = min(8, -(-max_context // (128 * rows)))
+        return max(1, by_work, -(-max_context // SOFTWARE_MAX_RANGE))
 
     @property
     def split_weights(self) -> bool:
