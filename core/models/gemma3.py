@@ -104,6 +104,7 @@ class Gemma3:
         self.output_norm = weights.vector("output_norm.weight")
         self.output = weights.weight(["output.weight"]) if weights.has("output.weight") else self.token_embd
         self.weight_bytes = weights.bytes
+        weights.check_all_read()
 
     def activations(self) -> list[ActivationSpec]:
         c = self.config

@@ -79,6 +79,7 @@ class Llama:
         self.output = weights.weight(["output.weight"]) if weights.has("output.weight") else self.token_embd
         self.rope_freqs = weights.optional_vector("rope_freqs.weight")
         self.weight_bytes = weights.bytes
+        weights.check_all_read()
 
     def activations(self) -> list[ActivationSpec]:
         c = self.config
