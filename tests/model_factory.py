@@ -1,17 +1,30 @@
 """Tiny random models of each supported architecture, written with the `gguf` package's writer.
 
+Each file carries the metadata keys and tensor names llama.cpp's converter (convert_hf_to_gguf.py) writes for that
+architecture, so llama.cpp loads it as it would a converted checkpoint: tensor names come from gguf-py's own
+tables and are checked against the architecture's tensor list there. Everything is drawn from one seeded
+generator in a fixed order, so the same arguments give the same bytes (tests/data/oracle relies on that).
+
 The vocabulary is byte-level BPE: the 256 byte symbols, a few merges, and ChatML control tokens, so the full
 load → tokenize → generate path runs on them.
+
+This module needs only numpy and gguf: tools/arch_oracle.py imports it from llama.cpp's environment.
 """
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import gguf
 import numpy as np
 
+Q = gguf.GGMLQuantizationType
+T = gguf.MODEL_TENSOR
+
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 MERGES = ["h e", "l l", "he ll", "Ġ t", "Ġt h"]
+
+ARCHES = ("llama", "mistral", "qwen2", "qwen3", "smollm3", "gemma3", "phi3")
 
 
 def _byte_symbols() -> list[str]:
@@ -27,23 +40,103 @@ def vocabulary() -> list[str]:
     return SPECIALS + _byte_symbols() + merged
 
 
-def write_model(path: Path, *, arch: str = "llama", qtype=gguf.GGMLQuantizationType.Q8_0, n_layer: int = 2,
-                n_embd: int = 128, n_head: int = 2, n_kv_head: int = 1, n_ff: int = 192, tied: bool = True,
-                seed: int = 0, types: dict[str, gguf.GGMLQuantizationType] | None = None) -> Path:
-    """Write a random model; `types` overrides the quant type of tensors whose name contains a key."""
+def llama3_rope_factors(head_dim: int, base: float, factor: float, low_freq_factor: float, high_freq_factor: float,
+                        original_context: int) -> np.ndarray:
+    """The per-pair divisors of the rotation frequencies the converter derives from a "llama3" rope_scaling
+    (stored as rope_freqs.weight): 1 for short wavelengths, `factor` for long ones, a smooth blend between."""
+    out = []
+    for i in range(head_dim // 2):
+        wavelen = 2 * math.pi * base ** (2 * i / head_dim)
+        if wavelen < original_context / high_freq_factor:
+            out.append(1.0)
+        elif wavelen > original_context / low_freq_factor:
+            out.append(factor)
+        else:
+            smooth = (original_context / wavelen - low_freq_factor) / (high_freq_factor - low_freq_factor)
+            out.append(1 / ((1 - smooth) / factor + smooth))
+    return np.array(out, np.float32)
+
+
+def write_model(path: Path, *, arch: str = "llama", label: str | None = None, qtype: Q | str = Q.Q8_0,
+                n_layer: int = 2, n_embd: int = 128, n_head: int = 2, n_kv_head: int = 1, head_dim: int | None = None,
+                n_ff: int = 192, tied: bool = True, seed: int = 0, types: dict[str, Q | str] | None = None,
+                context_length: int = 512, rope_base: float = 10000.0, norm_eps: float = 1e-5,
+                llama3_rope: dict | None = None, sliding_window: int = 0, rope_base_swa: float | None = None,
+                rope_linear: float | None = None, rope_dim: int | None = None, original_context: int | None = None,
+                attention_bias: bool = False) -> Path:
+    """Write a random model of `arch` as the converter would, under `general.architecture` = `label` (default
+    `arch`; a different label writes the same tensors and keys under another architecture name).
+
+    `qtype` is the type of the weight matrices; `types` overrides it for tensors whose name contains a key.
+    `head_dim` set: heads of that size (written as key/value length), else n_embd / n_head. `rope_linear`: linear
+    RoPE scaling by that factor (positions divided by it; Gemma 3: in its global layers only).
+    Per architecture:
+      llama, smollm3: `llama3_rope` {factor, low_freq_factor, high_freq_factor, original_context} adds rope_freqs;
+        `attention_bias` adds biases to q, k, v and the output projection (HF's attention_bias);
+      gemma3: `sliding_window` (0: none, every layer global), local RoPE base `rope_base_swa`;
+      phi3: `rope_dim` < head_dim rotates part of each head; `original_context` adds LongRoPE (long and short
+        factors, attention factor from context_length / original_context).
+    """
+    if arch not in ARCHES:
+        raise ValueError(f"no tiny-model recipe for '{arch}'")
+    for option, value, owners in (("llama3_rope", llama3_rope, ("llama", "mistral", "smollm3")),
+                                  ("attention_bias", attention_bias, ("llama", "mistral", "smollm3")),
+                                  ("sliding_window", sliding_window, ("gemma3", "phi3")),
+                                  ("rope_base_swa", rope_base_swa, ("gemma3",)),
+                                  ("rope_linear", rope_linear, ARCHES[:-1]),  # Phi-3's converter writes none
+                                  ("rope_dim", rope_dim, ("phi3",)), ("original_context", original_context, ("phi3",))):
+        if value and arch not in owners:
+            raise ValueError(f"{option} does not apply to {arch}")
+    if arch == "phi3" and head_dim not in (None, n_embd // n_head):
+        raise ValueError("phi3 heads are n_embd / n_head wide")
+    qtype = Q[qtype] if isinstance(qtype, str) else qtype
+    types = {k: Q[v] if isinstance(v, str) else v for k, v in (types or {}).items()}
+    # The converter writes Mistral checkpoints as llama files; `label` can still call them "mistral".
+    model_arch = gguf.MODEL_ARCH.LLAMA if arch == "mistral" else gguf.MODEL_ARCH[arch.upper()]
+    known = set(gguf.MODEL_TENSORS[model_arch])
     rng = np.random.default_rng(seed)
     vocab = vocabulary()
-    w = gguf.GGUFWriter(str(path), arch)
-    w.add_name(f"tiny-{arch}")
+    hd = head_dim or n_embd // n_head
+    w = gguf.GGUFWriter(str(path), label or gguf.MODEL_ARCH_NAMES[model_arch])
+    # Not the architecture's name: llama.cpp adjusts the tokens of Phi-3 SentencePiece vocabularies (looking up
+    # <s>, </s>, <unk>) when general.name contains "phi3", and this vocabulary has none of them.
+    w.add_name("tiny random model")
+
+    # -- metadata, in the converter's terms --------------------------------------------------------------------
     w.add_block_count(n_layer)
-    w.add_context_length(512)
+    w.add_context_length(context_length)
     w.add_embedding_length(n_embd)
     w.add_feed_forward_length(n_ff)
     w.add_head_count(n_head)
     w.add_head_count_kv(n_kv_head)
-    w.add_rope_freq_base(10000.0)
-    w.add_layer_norm_rms_eps(1e-5)
-    w.add_vocab_size(len(vocab))
+    w.add_layer_norm_rms_eps(norm_eps)
+    w.add_rope_freq_base(rope_base)
+    if head_dim is not None or arch == "gemma3":  # Gemma 3's converter always writes the head size
+        w.add_key_length(hd)
+        w.add_value_length(hd)
+    if arch in ("llama", "mistral", "smollm3"):
+        w.add_vocab_size(len(vocab))
+        w.add_rope_dimension_count(hd)
+    if arch == "gemma3" and sliding_window:  # absent when every layer is global (sliding_window_pattern 1)
+        w.add_sliding_window(sliding_window)
+    if arch == "gemma3" and rope_base_swa is not None:
+        w.add_rope_freq_base_swa(rope_base_swa)
+    if rope_linear is not None:
+        w.add_rope_scaling_type(gguf.RopeScalingType.LINEAR)
+        w.add_rope_scaling_factor(rope_linear)
+    if arch == "phi3":
+        rope_dim = rope_dim or hd
+        w.add_rope_dimension_count(rope_dim)
+        w.add_sliding_window(sliding_window)
+        if original_context is not None:
+            w.add_rope_scaling_orig_ctx_len(original_context)
+            scale = context_length / original_context
+            w.add_rope_scaling_attn_factors(math.sqrt(1 + math.log(scale) / math.log(original_context))
+                                            if scale > 1 else 1.0)
+    w.add_file_type(gguf.LlamaFileType.ALL_F32 if qtype == Q.F32 else
+                    gguf.LlamaFileType.MOSTLY_F16 if qtype == Q.F16 else gguf.LlamaFileType[f"MOSTLY_{qtype.name}"])
+    w.add_quantization_version(gguf.GGML_QUANT_VERSION)
+
     w.add_tokenizer_model("gpt2")
     w.add_tokenizer_pre("smollm")
     w.add_token_list(vocab)
@@ -55,37 +148,71 @@ def write_model(path: Path, *, arch: str = "llama", qtype=gguf.GGMLQuantizationT
     w.add_chat_template("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
                         "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
 
-    def tensor(name: str, shape: tuple[int, ...], scale: float, quantize: bool = True):
-        x = (rng.standard_normal(shape) * scale).astype(np.float32)
-        t = qtype
-        for key, override in (types or {}).items():
-            if key in name:
-                t = override
-        if quantize and t != gguf.GGMLQuantizationType.F32:
-            q = gguf.quants.quantize(x, t)
-            w.add_tensor(name, q, raw_shape=q.shape, raw_dtype=t)
-        else:
-            w.add_tensor(name, x)
+    # -- tensors ---------------------------------------------------------------------------------------------------
+    def name(kind: T, suffix: str = "weight", bid: int | None = None) -> str:
+        if kind not in known:
+            raise ValueError(f"{arch} files have no {kind.name} tensor")
+        return gguf.TENSOR_NAMES[kind].format(bid=bid) + "." + suffix
 
-    head_dim = n_embd // n_head
-    tensor("token_embd.weight", (len(vocab), n_embd), 1.0)
+    def matrix(kind: T, rows: int, cols: int, bid: int | None = None, scale: float | None = None):
+        n = name(kind, bid=bid)
+        x = (rng.standard_normal((rows, cols)) * (cols ** -0.5 if scale is None else scale)).astype(np.float32)
+        t = qtype
+        for key, override in types.items():
+            if key in n:
+                t = override
+        if t == Q.F32:
+            w.add_tensor(n, x)
+        else:
+            q = gguf.quants.quantize(x, t)
+            w.add_tensor(n, q, raw_shape=q.shape, raw_dtype=t)
+
+    def vector(kind: T, size: int, bid: int | None = None, *, mean: float = 1.0, std: float = 0.1,
+               suffix: str = "weight"):
+        w.add_tensor(name(kind, suffix, bid), (mean + std * rng.standard_normal(size)).astype(np.float32))
+
+    q_dim, kv_dim = n_head * hd, n_kv_head * hd
+    matrix(T.TOKEN_EMBD, len(vocab), n_embd, scale=1.0)
+    if llama3_rope is not None:
+        w.add_tensor(name(T.ROPE_FREQS), llama3_rope_factors(hd, rope_base, **llama3_rope))
+    if arch == "phi3" and original_context is not None:
+        # LongRoPE: short factors near 1, long ones growing towards the low frequencies (as in Phi-3's configs).
+        half = rope_dim // 2
+        long = np.geomspace(1.0, 16.0, half) * (1 + 0.05 * rng.standard_normal(half))
+        short = 1 + 0.1 * np.abs(rng.standard_normal(half))
+        w.add_tensor(name(T.ROPE_FACTORS_LONG), long.astype(np.float32))
+        w.add_tensor(name(T.ROPE_FACTORS_SHORT), short.astype(np.float32))
     for i in range(n_layer):
-        p = f"blk.{i}."
-        w.add_tensor(p + "attn_norm.weight", (1 + 0.1 * rng.standard_normal(n_embd)).astype(np.float32))
-        tensor(p + "attn_q.weight", (n_head * head_dim, n_embd), n_embd ** -0.5)
-        tensor(p + "attn_k.weight", (n_kv_head * head_dim, n_embd), n_embd ** -0.5)
-        tensor(p + "attn_v.weight", (n_kv_head * head_dim, n_embd), n_embd ** -0.5)
-        if arch == "qwen2":
-            for n, rows in (("q", n_head), ("k", n_kv_head), ("v", n_kv_head)):
-                w.add_tensor(p + f"attn_{n}.bias", (0.1 * rng.standard_normal(rows * head_dim)).astype(np.float32))
-        tensor(p + "attn_output.weight", (n_embd, n_head * head_dim), n_embd ** -0.5)
-        w.add_tensor(p + "ffn_norm.weight", (1 + 0.1 * rng.standard_normal(n_embd)).astype(np.float32))
-        tensor(p + "ffn_gate.weight", (n_ff, n_embd), n_embd ** -0.5)
-        tensor(p + "ffn_up.weight", (n_ff, n_embd), n_embd ** -0.5)
-        tensor(p + "ffn_down.weight", (n_embd, n_ff), n_ff ** -0.5)
-    w.add_tensor("output_norm.weight", (1 + 0.1 * rng.standard_normal(n_embd)).astype(np.float32))
+        vector(T.ATTN_NORM, n_embd, i)
+        if arch == "phi3":
+            matrix(T.ATTN_QKV, q_dim + 2 * kv_dim, n_embd, i)
+        else:
+            matrix(T.ATTN_Q, q_dim, n_embd, i)
+            matrix(T.ATTN_K, kv_dim, n_embd, i)
+            matrix(T.ATTN_V, kv_dim, n_embd, i)
+        if arch == "qwen2" or attention_bias:
+            for kind, size in ((T.ATTN_Q, q_dim), (T.ATTN_K, kv_dim), (T.ATTN_V, kv_dim)):
+                vector(kind, size, i, mean=0.0, suffix="bias")
+        if arch in ("qwen3", "gemma3"):
+            vector(T.ATTN_Q_NORM, hd, i)
+            vector(T.ATTN_K_NORM, hd, i)
+        matrix(T.ATTN_OUT, n_embd, q_dim, i)
+        if attention_bias:
+            vector(T.ATTN_OUT, n_embd, i, mean=0.0, suffix="bias")
+        if arch == "gemma3":
+            vector(T.ATTN_POST_NORM, n_embd, i)
+        vector(T.FFN_PRE_NORM if arch == "gemma3" else T.FFN_NORM, n_embd, i)  # both named blk.N.ffn_norm
+        if arch == "phi3":
+            matrix(T.FFN_UP, 2 * n_ff, n_embd, i)  # [gate; up]
+        else:
+            matrix(T.FFN_GATE, n_ff, n_embd, i)
+            matrix(T.FFN_UP, n_ff, n_embd, i)
+        matrix(T.FFN_DOWN, n_embd, n_ff, i)
+        if arch == "gemma3":
+            vector(T.FFN_POST_NORM, n_embd, i)
+    vector(T.OUTPUT_NORM, n_embd)
     if not tied:
-        tensor("output.weight", (len(vocab), n_embd), n_embd ** -0.5)
+        matrix(T.OUTPUT, len(vocab), n_embd, scale=n_embd ** -0.5)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()

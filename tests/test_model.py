@@ -34,7 +34,7 @@ CASES = [
 def test_forward_matches_numpy(tmp_path, device, arch, qtype, types, tied):
     types = dict(types)
     fold = types.pop("fold_norms", None)
-    path = write_model(tmp_path / "m.gguf", arch=arch, qtype=qtype, types=types, tied=tied,
+    path = write_model(tmp_path / "m.gguf", arch=arch, label=arch, qtype=qtype, types=types, tied=tied,
                        n_kv_head=1 + (arch == "qwen2"))
     llm = LLM(str(path), device=device, context=128, max_tokens_per_step=8, fold_norms=fold)
     ref = ReferenceLlama(str(path)).forward(PROMPT)

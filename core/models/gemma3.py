@@ -9,9 +9,10 @@
     logits = Woutput · norm(x)                           (output tied to the embedding table)
 
 Layers alternate between sliding-window (local) attention over the last `sliding_window` positions, with their
-own RoPE base, and global attention: five local layers, then one global, by default. The converter stores Gemma's
-norm weights with the 1 already added, so they are applied like any RMSNorm weight. The query scale comes from the
-key length (the 27B model, whose heads are narrower than n_embd / n_head, scales by n_embd / n_head instead).
+own RoPE base, and global attention: five local layers, then one global, by default (all global when the file has
+no window). The converter stores Gemma's norm weights with the 1 already added, so they are applied like any
+RMSNorm weight. The query scale comes from the key length (the 27B model, whose heads are narrower than
+n_embd / n_head, scales by n_embd / n_head instead).
 """
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ import math
 from dataclasses import dataclass
 
 from ..config import Metadata, ModelConfig
+from ..errors import GGUFError, UnsupportedModelError
 from ..gpu import ops
 from ..gpu.device import Buffer
 from ..gpu.recorder import Act, Recorder
@@ -31,7 +33,7 @@ from .weights import WeightLoader
 
 @dataclass(frozen=True)
 class Gemma3Config(ModelConfig):
-    sliding_window: int  # positions a local layer sees, its own included
+    sliding_window: int  # positions a local layer sees, its own included (0: no local layers)
     local_layers: tuple[bool, ...]  # per layer: sliding-window attention (else global)
     rope_base_local: float  # RoPE base of the local layers; global ones use rope_base (and rope_freq_scale)
     attention_scale: float  # applied to q·k
@@ -41,17 +43,24 @@ class Gemma3Config(ModelConfig):
         m = Metadata(md, where)
         common = cls.common(m)
         n_layer = common["n_layer"]
+        # The converter writes no window when every layer is global (sliding_window_pattern 1 in the checkpoint).
+        window = m.get("attention.sliding_window", 0)
         pattern = m.md.get(f"{m.arch}.attention.sliding_window_pattern", 6)
-        if isinstance(pattern, list):  # one flag per layer: true where the layer is local
+        if not window:
+            local = (False,) * n_layer
+        elif isinstance(pattern, list):  # one flag per layer: true where the layer is local
             local = tuple(bool(v) for v in pattern)
             if len(local) != n_layer:
-                raise ValueError(f"{where}: sliding_window_pattern has {len(local)} flags for {n_layer} layers")
+                raise GGUFError(f"{where}: sliding_window_pattern has {len(local)} flags for {n_layer} layers")
         else:
+            # Every period-th layer is global; a period of 0 makes them all local (as llama.cpp reads it).
             period = int(pattern)
-            local = tuple(period > 0 and i % period < period - 1 for i in range(n_layer))
+            local = tuple(period == 0 or i % period < period - 1 for i in range(n_layer))
+        if m.get("final_logit_softcapping", 0.0, float):
+            raise UnsupportedModelError(f"{where}: final logit soft-capping is not supported yet")
         # llama.cpp recognises the 27B model by its 62 layers; its heads are narrower than n_embd / n_head.
         query_length = common["n_embd"] // common["n_head"] if n_layer == 62 else common["head_dim"]
-        return cls(**common, sliding_window=m.get("attention.sliding_window"), local_layers=local,
+        return cls(**common, sliding_window=window, local_layers=local,
                    rope_base_local=m.get("rope.freq_base_swa", 10000.0, float),
                    attention_scale=query_length ** -0.5)
 
@@ -95,6 +104,7 @@ class Gemma3:
         self.output_norm = weights.vector("output_norm.weight")
         self.output = output_weight(weights, self.token_embd)
         self.weight_bytes = weights.bytes
+        weights.check_all_read()
 
     def activations(self) -> list[ActivationSpec]:
         # `branch`: an attention or feed-forward output before its post-norm joins the residual stream

@@ -78,6 +78,7 @@ class Llama:
         self.output = output_weight(weights, self.token_embd)
         self.rope_freqs = weights.optional_vector("rope_freqs.weight")
         self.weight_bytes = weights.bytes
+        weights.check_all_read()
 
     def activations(self) -> list[ActivationSpec]:
         return decoder_activations(self.config, fold_norms=self.fold_norms,

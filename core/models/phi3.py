@@ -78,6 +78,7 @@ class Phi3:
         self.rope_factors_short = weights.optional_vector("rope_factors_short.weight")
         self.rope_factors_long = weights.optional_vector("rope_factors_long.weight")
         self.weight_bytes = weights.bytes
+        weights.check_all_read()
 
     def activations(self) -> list[ActivationSpec]:
         return decoder_activations(self.config, fold_norms=self.fold_norms, split_ffn=False)

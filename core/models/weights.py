@@ -6,7 +6,7 @@ check runs on the header alone).
 """
 from __future__ import annotations
 
-from ..errors import GGUFError
+from ..errors import GGUFError, UnsupportedModelError
 from ..gguf import GGUFFile
 from ..gpu.device import AdapterInfo, Buffer, Device
 from ..gpu.kernels import Kernels
@@ -28,6 +28,7 @@ class WeightLoader:
         self.kernels = Kernels(device) if device is not None and self.split else None
         self.bytes = 0
         self.weights: dict[str, Weight] = {}  # what each matmul reads, by its tensor names
+        self._read: set[str] = set()  # every tensor the model asked for
 
     @property
     def planning(self) -> bool:
@@ -40,7 +41,18 @@ class WeightLoader:
         info = self.gguf.tensors.get(name)
         if info is None:
             raise GGUFError(f"{self.gguf.name}: tensor '{name}' is missing")
+        self._read.add(name)
         return info
+
+    def check_all_read(self) -> None:
+        """Refuse a file holding tensors the model never asked for. llama.cpp loads no file with tensors its
+        architecture does not know, so each of these is something llama.cpp computes with (an output bias,
+        LongRoPE factors of a llama file, ...) and leaving it out would give other logits without a word."""
+        unread = sorted(set(self.gguf.tensors) - self._read)
+        if unread:
+            shown = ", ".join(unread[:6]) + (f" and {len(unread) - 6} more" if len(unread) > 6 else "")
+            raise UnsupportedModelError(f"{self.gguf.name}: this {self.gguf.metadata.get('general.architecture')} "
+                                        f"file has tensors llmchat does not use yet: {shown}")
 
     def weight(self, names: list[str]) -> Weight:
         """One weight made of the tensors `names` stacked by rows (they must share row length and type)."""
