@@ -287,8 +287,8 @@ def chat_command(args: argparse.Namespace) -> int:
     sampling = _sampling(args)
     llm = _load(args)
     messages = [{"role": "system", "content": args.system}] if args.system else []
-    print(f"llmchat: {llm.config.name or args.model} on {llm.device.info.name}. Ctrl-C stops a reply, Ctrl-D leaves.",
-          file=sys.stderr)
+    print(f"llmchat: {llm.config.name or args.model} on {llm.device.info.name}, chat template: "
+          f"{llm.template.describe()}. Ctrl-C stops a reply, Ctrl-D leaves.", file=sys.stderr)
     while True:
         try:
             line = input("> ")

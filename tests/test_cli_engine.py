@@ -76,6 +76,7 @@ def test_chat_answers_and_ctrl_c_stops_a_reply(model):
     out, err = proc.communicate(timeout=120)  # closes stdin: Ctrl-D leaves
     assert proc.returncode == 0, err
     assert "[stopped]" in out
+    assert "chat template: tokenizer.chat_template from the model file" in err  # it says which template it uses
 
 
 def test_bad_sampling_is_refused_before_loading(model):
