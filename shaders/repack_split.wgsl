@@ -35,13 +35,11 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     let subs = BLOCK_ELEMS / 32u;
     let b = (p.src_row0 + row) * p.src_row_bytes + (i / subs) * BLOCK_BYTES;
     let sub = i % subs;
-    let start = row_start(row);
-    let quants = 4u * (start.x + i * start.z);
+    let at = block_at(row_start(row), i);
     for (var j = 0u; j < 4u * SPLIT_QV; j++) {
-        out[quants + j] = split_quant(b, sub, j);
+        out[4u * at.x + j] = split_quant(b, sub, j);
     }
-    let side = start.y + i * start.w;
     for (var j = 0u; j < SPLIT_SW; j++) {
-        out[side + j] = split_side(b, sub, j);
+        out[at.y + j] = split_side(b, sub, j);
     }
 }

@@ -128,10 +128,10 @@ def upload_weight(device: Device, name: str, ggml_type: GGMLType, k: int, pieces
 
 
 def split_row_bytes(ggml_type: GGMLType, k: int) -> int:
-    """Bytes per row in the split layout: the quants and the side words of every block (a tile of SPLIT_TILE rows
-    is a multiple of 16 bytes)."""
-    layout = SPLIT_TYPES[ggml_type]
-    return k // 32 * (layout.quant_vec4s * 16 + layout.side_words * 4)
+    """Bytes per row in the split layout: the quants of every block, then the side words of every block, padded
+    to 16."""
+    blocks, layout = k // 32, SPLIT_TYPES[ggml_type]
+    return blocks * layout.quant_vec4s * 16 + -(-blocks * layout.side_words * 4 // 16) * 16
 
 
 def split_weight(device: Device, kernels, w: Weight) -> Weight:
@@ -142,16 +142,15 @@ def split_weight(device: Device, kernels, w: Weight) -> Weight:
         raise ModelTooLargeError(f"one row of '{w.name}' ({dst_row_bytes} bytes) exceeds the adapter's binding "
                                  f"limit ({device.info.max_binding_size} bytes)")
     kernel = kernels.get("repack_split.wgsl", QUANT=w.shader)
-    per_part = device.info.max_binding_size // dst_row_bytes
-    if per_part >= SPLIT_TILE:
-        per_part -= per_part % SPLIT_TILE  # whole tiles in every binding but the last
+    fit = device.info.max_binding_size // dst_row_bytes
     out = Weight(w.name, w.type, w.k, w.rows, [], layout="split")
     dispatches = []
     for src in w.parts:
+        # Whole tiles in every binding but the last, when the rows need several and a tile fits in one.
+        per_part = fit - fit % SPLIT_TILE if SPLIT_TILE <= fit < src.rows else fit
         for first in range(0, src.rows, per_part):
             n = min(per_part, src.rows - first)
-            # Rounded up to 16 bytes: a vec4 load of the last tile's side words stays inside the binding.
-            buf = device.buffer(-(-n * dst_row_bytes // 16) * 16, f"{w.name}[{src.row_start + first}:+{n}] split")
+            buf = device.buffer(n * dst_row_bytes, f"{w.name}[{src.row_start + first}:+{n}] split")
             out.parts.append(WeightPart(buf, src.row_start + first, n))
             params = device.buffer(32, f"{w.name}.repack", uniform=True)
             device.write(params, struct.pack("<8I", w.k, n, src_row_bytes, dst_row_bytes, first, 0, 0, 0))
