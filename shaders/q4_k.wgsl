@@ -47,7 +47,7 @@ fn split_side(b: u32, sub: u32, j: u32) -> u32 {
 // its scale and offset.
 fn dequant_split(q: u32, s: u32) -> vec4<f32> {
     split_nibbles(wq[q]);
-    let side = wq[s >> 2u];
-    let ac = bitcast<vec2<f32>>(select(side.xy, side.zw, (s & 2u) != 0u));
-    return vec4<f32>(ac.x, ac.x, ac.y, 0.0);
+    let a = bitcast<f32>(w[s]);
+    let c = bitcast<f32>(w[s + 1u]);
+    return vec4<f32>(a, a, c, 0.0);
 }

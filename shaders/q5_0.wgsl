@@ -23,7 +23,7 @@ fn dequant_sub(b: u32, sub: u32) {
 }
 
 // Split layout (rows_split.wgsl): the low four bits as one vec4<u32> (split_quants.wgsl); side words (fifth bits
-// in the order fifth_bits_by_word makes, d in the low half of the second word), read as half a vec4.
+// in the order fifth_bits_by_word makes, d in the low half of the second word).
 const SPLIT_QV: u32 = 1u;
 const SPLIT_SW: u32 = 2u;
 const SPLIT_HALF_SCALES: bool = false;
@@ -39,9 +39,7 @@ fn split_side(b: u32, sub: u32, j: u32) -> u32 {
 // The raw 5-bit values of the block whose quants are wq[q] and whose side words start at word s into wv;
 // returns d, -16 d.
 fn dequant_split(q: u32, s: u32) -> vec4<f32> {
-    let side = wq[s >> 2u];
-    let hd = select(side.xy, side.zw, (s & 2u) != 0u);
-    split_nibbles5(wq[q], hd.x);
-    let d = unpack2x16float(hd.y).x;
+    split_nibbles5(wq[q], w[s]);
+    let d = unpack2x16float(w[s + 1u]).x;
     return vec4<f32>(d, d, -16.0 * d, 0.0);
 }

@@ -64,11 +64,12 @@ def random_weight(rng: np.random.Generator, qtype: GGMLType, rows: int, k: int) 
 class Case:
     """One weight on the device, with the program that multiplies it by `tokens` tokens `n` times."""
 
-    def __init__(self, device: NativeDevice, kernels: Kernels, qtype: GGMLType, rows: int, k: int, tokens: int):
+    def __init__(self, device: NativeDevice, kernels: Kernels, qtype: GGMLType, rows: int, k: int, tokens: int,
+                 layout: str = "auto"):
         self.device, self.kernels, self.qtype, self.rows, self.k, self.tokens = device, kernels, qtype, rows, k, tokens
         self.rng = np.random.default_rng(0)
         weight = upload_weight(device, "w", qtype, k, [Piece.of(rows, random_weight(self.rng, qtype, rows, k))])
-        if variants(device).split_weights and qtype in SPLIT_TYPES:  # the layout the model loader would choose
+        if layout == "auto" and variants(device).split_weights and qtype in SPLIT_TYPES:  # as the model loader does
             weight = split_weight(device, kernels, weight)
         self.weight = weight
         self.step = device.buffer(16, "step", uniform=True)
@@ -127,6 +128,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=1.0, help="target length of each timed run")
     parser.add_argument("--max-dispatches", type=int, default=400)
     parser.add_argument("--rounds", type=int, default=1, help="measure everything this often, keep the best")
+    parser.add_argument("--layout", choices=["auto", "gguf"], default="auto",
+                        help="weight layout: the model loader's choice for this adapter, or rows as in the file")
     parser.add_argument("--json", action="store_true", help="one JSON object per line instead of a table")
     args = parser.parse_args(argv)
 
@@ -138,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
         qtype = GGMLType[name.upper()]
         for rows, k, decode_only in SHAPES:
             for tokens in [1] if decode_only or not args.prefill_tokens else [1, args.prefill_tokens]:
-                cases.append(Case(device, kernels, qtype, rows, k, tokens))
+                cases.append(Case(device, kernels, qtype, rows, k, tokens, args.layout))
     results: list[dict | None] = [None] * len(cases)
     for r in range(args.rounds):
         # Every other round backwards: no type always runs first (the first measurements of a process run slower).
