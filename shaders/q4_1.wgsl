@@ -43,5 +43,5 @@ fn split_side(b: u32, sub: u32, j: u32) -> u32 {
 fn dequant_split(q: u32, s: u32) -> vec4<f32> {
     split_nibbles(wq[q]);
     let dm = unpack2x16float(w[s]);
-    return vec4<f32>(dm.x, dm.x, dm.y, 0.0);
+    return vec4<f32>(dm.x, dm.x, dm.y, dm.y);
 }

@@ -49,5 +49,5 @@ fn dequant_split(q: u32, s: u32) -> vec4<f32> {
     split_nibbles(wq[q]);
     let a = bitcast<f32>(w[s]);
     let c = bitcast<f32>(w[s + 1u]);
-    return vec4<f32>(a, a, c, 0.0);
+    return vec4<f32>(a, a, c, c);
 }

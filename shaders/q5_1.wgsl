@@ -42,5 +42,5 @@ fn split_side(b: u32, sub: u32, j: u32) -> u32 {
 fn dequant_split(q: u32, s: u32) -> vec4<f32> {
     split_nibbles5(wq[q], w[s]);
     let dm = unpack2x16float(w[s + 1u]);
-    return vec4<f32>(dm.x, dm.x, dm.y, 0.0);
+    return vec4<f32>(dm.x, dm.x, dm.y, dm.y);
 }

@@ -58,5 +58,5 @@ fn dequant_split(q: u32, s: u32) -> vec4<f32> {
     let side = wq[s >> 2u];
     split_nibbles5(wq[q], side.x);
     let ac = bitcast<vec2<f32>>(side.yz);
-    return vec4<f32>(ac.x, ac.x, ac.y, 0.0);
+    return vec4<f32>(ac.x, ac.x, ac.y, ac.y);
 }

@@ -35,9 +35,9 @@ fn row_start(row: u32) -> RowStart {
     return RowStart(base + g * SPLIT_QV, sides + g * SPLIT_SW, countTrailingZeros(n));
 }
 
-// The raw quants of block i of the row at `start` into wv; returns (a, b, c, 0): weights 0..15 are a * raw + c and
-// weights 16..31 are b * raw + c (b = a unless HALF_SCALES), which the caller applies once per block and token
-// instead of once per weight.
+// The raw quants of block i of the row at `start` into wv; returns (a, b, c, d): weights 0..15 are a * raw + c and
+// weights 16..31 are b * raw + d (b = a and d = c unless HALF_SCALES), which the caller applies once per block and
+// token instead of once per weight.
 fn decode_block(start: RowStart, i: u32) -> vec4<f32> {
     let at = block_at(start, i);
     return dequant_split(at.x, at.y);

@@ -1,7 +1,8 @@
 """Tiny random models of each supported architecture, written with the `gguf` package's writer.
 
 The vocabulary is byte-level BPE: the 256 byte symbols, a few merges, and ChatML control tokens, so the full
-load → tokenize → generate path runs on them.
+load → tokenize → generate path runs on them. Tensors of types the `gguf` package cannot quantize (K-quants, IQ4)
+are random blocks scaled to the wanted spread (see `random_blocks`).
 """
 from __future__ import annotations
 
@@ -20,6 +21,30 @@ def _byte_symbols() -> list[str]:
     extra = [b for b in range(256) if b not in keep]
     table = {b: chr(b) for b in keep} | {b: chr(256 + i) for i, b in enumerate(extra)}
     return [table[b] for b in range(256)]
+
+
+# Byte offsets of the f16 fields (scales, mins) in one block of the types written as random blocks.
+F16_FIELDS = {
+    gguf.GGMLQuantizationType.Q2_K: (80, 82), gguf.GGMLQuantizationType.Q3_K: (108,),
+    gguf.GGMLQuantizationType.Q4_K: (0, 2), gguf.GGMLQuantizationType.Q5_K: (0, 2),
+    gguf.GGMLQuantizationType.Q6_K: (208,), gguf.GGMLQuantizationType.IQ4_NL: (0,),
+    gguf.GGMLQuantizationType.IQ4_XS: (0,),
+}
+
+
+def random_blocks(rng: np.random.Generator, qtype: gguf.GGMLQuantizationType, shape: tuple[int, ...],
+                  scale: float) -> np.ndarray:
+    """Random blocks of `qtype` for a tensor of numpy shape `shape` whose values have a standard deviation of about
+    `scale`: every value is linear in the block's f16 fields, so the fields are set to 1, the values measured, and
+    the fields set again to scale / that spread."""
+    elems, nbytes = gguf.GGML_QUANT_SIZES[qtype]
+    blocks = rng.integers(0, 256, (int(np.prod(shape)) // elems, nbytes), dtype=np.uint8)
+    for factor in (1.0, None):
+        if factor is None:
+            factor = scale / gguf.quants.dequantize(blocks, qtype).std()
+        for offset in F16_FIELDS[qtype]:
+            blocks[:, offset:offset + 2] = np.full((len(blocks), 1), factor, np.float16).view(np.uint8)
+    return blocks.reshape(*shape[:-1], shape[-1] // elems * nbytes)
 
 
 def vocabulary() -> list[str]:
@@ -61,7 +86,10 @@ def write_model(path: Path, *, arch: str = "llama", qtype=gguf.GGMLQuantizationT
         for key, override in (types or {}).items():
             if key in name:
                 t = override
-        if quantize and t != gguf.GGMLQuantizationType.F32:
+        if quantize and t in F16_FIELDS:
+            q = random_blocks(rng, t, shape, scale)
+            w.add_tensor(name, q, raw_shape=q.shape, raw_dtype=t)
+        elif quantize and t != gguf.GGMLQuantizationType.F32:
             q = gguf.quants.quantize(x, t)
             w.add_tensor(name, q, raw_shape=q.shape, raw_dtype=t)
         else:
