@@ -9,8 +9,9 @@ types interleaved (every other round in reverse order), and keeps each one's bes
 falls on all types alike; the "vs Q4_1" columns give each figure relative to Q4_1's in the same run. Weights are random blocks whose f16 scales
 are sane (random f16 bytes would include NaN and subnormals, which CPU adapters handle at a different speed).
 
-    .venv/bin/python tools/kernel_speed.py                      # the quantized types, decode and prefill
+    .venv/bin/python tools/kernel_speed.py --rounds 3           # the quantized types, decode and prefill
     .venv/bin/python tools/kernel_speed.py --types q4_0 f16 --json
+    .venv/bin/python tools/kernel_speed.py --layout gguf        # rows as in the file, not the adapter's layout
 
 Weights are in the layout and the kernel variant the model would get on this adapter (llmchat.gpu.variants):
 decode runs the one-token tile, prefill the tile of a step of `--prefill-tokens` tokens. Shapes are SmolLM2-135M's
