@@ -9,7 +9,7 @@ are exercised; Q8_0 rows of an odd number of blocks put every other row's blocks
 its decoder's alignments. The tiles also run in MODE 2 (gated) and with a folded RMSNorm, whose sum of squares the
 kernel accumulates while it loads x.
 
-Every quantized type runs in each layout it has (as stored, and the split layout of tensors.split_weight:
+Every type runs in each layout it has (as stored, and the split layout of tensors.split_weight:
 rewritten on the GPU after upload, quants and scales apart, in tiles of 8 rows) through the tiles CPU emulators
 choose for decode and prefill and the GPU tile, at row lengths of real models; the split layout also runs in the
 embedding lookup and split over several bindings.
@@ -33,7 +33,6 @@ pytestmark = pytest.mark.gpu
 # decode tile, and smaller tiles with larger workgroups.
 TILES = [MatmulTile(*t) for t in [(1, 1, 64, "plain"), (8, 1, 8, "shared"), (8, 1, 8, "plain"), (8, 4, 8, "shared"),
                                   (8, 8, 8, "shared"), (8, 8, 8, "plain"), (4, 8, 16, "shared"), (2, 4, 16, "plain")]]
-QUANT_TYPES = [t for t in ALL_TYPES if BLOCK_LAYOUT[t][0] > 1]
 
 
 def tile_id(t: MatmulTile) -> str:
@@ -90,16 +89,16 @@ def model_shape(qtype: GGMLType) -> tuple[int, int]:
     """(rows, k): row lengths of SmolLM2-135M and Gemma 3 270M (hidden sizes 576 and 640 for 32-element blocks,
     ffn sizes 1536 and 2048 for K-quant super-blocks), alternating between types; row counts that are multiples
     of neither the 64 rows of a workgroup nor the 8 rows of a split tile."""
-    first = QUANT_TYPES.index(qtype) % 2 == 0
+    first = ALL_TYPES.index(qtype) % 2 == 0
     if BLOCK_LAYOUT[qtype][0] == 256:
         return (147, 1536) if first else (83, 2048)
     return (195, 576) if first else (99, 640)
 
 
 @pytest.mark.parametrize("tile", [TILES[1], TILES[4], TILES[0]], ids=tile_id)
-@pytest.mark.parametrize("qtype,layout", layouts(QUANT_TYPES), ids=case_id)
+@pytest.mark.parametrize("qtype,layout", layouts(ALL_TYPES), ids=case_id)
 def test_every_type_and_layout_at_model_shapes(gpu: Gpu, rng, qtype: GGMLType, layout: str, tile: MatmulTile):
-    """The decode and prefill tiles of CPU emulators and the GPU tile, for every quantized type in each layout."""
+    """The decode and prefill tiles of CPU emulators and the GPU tile, for every type in each layout it has."""
     usable(gpu, tile)
     rows, k = model_shape(qtype)
     n_tokens = 1 if tile.tokens == 1 else 11
