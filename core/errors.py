@@ -56,6 +56,10 @@ class ModelTooLargeError(GPUError):
     """The model or its KV cache does not fit the adapter's limits or memory."""
 
 
+class MissingDependencyError(LLMChatError, ImportError):
+    """An optional part of llmchat needs a package that is not installed; the message names the extra that brings it."""
+
+
 class InvalidRequestError(LLMChatError, ValueError):
     """A request parameter is out of range (sampling settings, token ids, sizes); the message names it."""
 

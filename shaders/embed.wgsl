@@ -9,7 +9,7 @@ struct Params {
     k: u32,          // row length (embedding size), in elements (a multiple of 32)
     row_bytes: u32,  // bytes per row of W
     row_start: u32,  // first row (token id) held by this part of W; tables larger than one binding are split
-    n_rows: u32,     // rows held by this part
+    w_rows: u32,     // rows held by this part
     scale: f32,      // multiplier applied to every element
 }
 
@@ -34,12 +34,12 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
         return;
     }
     let id = tokens[t].x - p.row_start;  // wraps around for ids below this part
-    if (id >= p.n_rows) {
+    if (id >= p.w_rows) {
         return;  // another part holds this row (ids are checked on the host)
     }
     let s = decode_block(row_start(id), i) * p.scale;
     let o = (t * p.k + i * 32u) >> 2u;
     for (var j = 0u; j < 8u; j++) {
-        y[o + j] = wv[j] * s.x + s.y;
+        y[o + j] = wv[j] * select(s.x, s.y, j >= 4u) + select(s.z, s.w, j >= 4u);
     }
 }

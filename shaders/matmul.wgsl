@@ -30,6 +30,7 @@ struct Params {
     glu_rows: u32,     // MODE 2: the row of W where the up half starts
     bias_offset: u32,  // element of `bias` that belongs to output 0 (when HAS_BIAS)
     eps: f32,          // NORM: added to the mean square of x
+    w_rows: u32,       // rows of W held by this binding
 }
 
 struct Step {
@@ -58,8 +59,8 @@ var<private> xv: array<vec4<f32>, 8 * TT>;  // the current block of x for each t
 var<private> gv: array<vec4<f32>, 8>;       // NORM: the current block of g
 var<private> acc: array<f32, HALVES * R * TT>;  // [half][row][token]
 var<private> ss: array<f32, TT>;            // NORM: sum of x^2 per token
-var<private> xsum: array<f32, TT>;
-var<private> starts: array<u32, HALVES * R>;  // where each row of the tile starts (row_start), [half][row]          // sum of the current block of x per token (for blocks with an offset)
+var<private> xsum: array<vec4<f32>, TT>;    // per token, sums of the current block of x: (first half, second half, all, 0)
+var<private> starts: array<RowStart, HALVES * R>;  // where each row of the tile starts (row_start), [half][row]
 
 // Context of the current invocation, set once in main.
 var<private> r0: u32;
@@ -87,8 +88,11 @@ fn load_token(t: u32, k0: u32) {
     if (XQ8) {
         round_x8(o);
     }
-    let xs = xv[o] + xv[o + 1u] + xv[o + 2u] + xv[o + 3u] + xv[o + 4u] + xv[o + 5u] + xv[o + 6u] + xv[o + 7u];
-    xsum[t] = xs.x + xs.y + xs.z + xs.w;
+    let lo = xv[o] + xv[o + 1u] + xv[o + 2u] + xv[o + 3u];
+    let hi = xv[o + 4u] + xv[o + 5u] + xv[o + 6u] + xv[o + 7u];
+    let lo_sum = lo.x + lo.y + lo.z + lo.w;
+    let hi_sum = hi.x + hi.y + hi.z + hi.w;
+    xsum[t] = vec4<f32>(lo_sum, hi_sum, lo_sum + hi_sum, 0.0);
 }
 
 // The block of x at xv[o..o+8) as llama.cpp's Q8_0 holds it: 32 integers in [-127, 127] times an f16 scale of
@@ -133,25 +137,39 @@ fn dot32(t: u32) -> f32 {
 
 // Token t's xsum (through a parameter: naga rejects constant indices past the end even in branches that TT rules
 // out, such as xsum[1] when TT = 1).
-fn block_sum(t: u32) -> f32 {
+fn block_sum(t: u32) -> vec4<f32> {
     return xsum[t];
 }
 
-// Accumulates the decoded block, weights = s.x * wv + s.y, into accumulator row a (= half * R + tile row) for every
-// token of the tile. With rows as stored (rows_gguf.wgsl) s is (1, 0) and the compiler drops the extra terms.
-fn accumulate(a: u32, s: vec2<f32>) {
+// Token t's block of x times the decoded block, with the block's scales and offsets s = (a, b, c, d) from
+// decode_block: a * (first half) + c * (sum of its x) + b * (second half) + d * (sum of its x). Types whose halves
+// share a scale and offset take one 32-element dot product (a = b, c = d); with rows as stored (rows_gguf.wgsl) s is
+// (1, 1, 0, 0) and the compiler drops the extra terms.
+fn block_dot(t: u32, s: vec4<f32>) -> f32 {
+    let xs = block_sum(t);
+    if (HALF_SCALES) {
+        let o = 8u * t;
+        let lo = wv[0] * xv[o] + wv[1] * xv[o + 1u] + wv[2] * xv[o + 2u] + wv[3] * xv[o + 3u];
+        let hi = wv[4] * xv[o + 4u] + wv[5] * xv[o + 5u] + wv[6] * xv[o + 6u] + wv[7] * xv[o + 7u];
+        return s.x * (lo.x + lo.y + lo.z + lo.w) + s.y * (hi.x + hi.y + hi.z + hi.w) + s.z * xs.x + s.w * xs.y;
+    }
+    return s.x * dot32(t) + s.z * xs.z;
+}
+
+// Accumulates the decoded block into accumulator row a (= half * R + tile row) for every token of the tile.
+fn accumulate(a: u32, s: vec4<f32>) {
     let o = a * TT;
-    acc[o] += s.x * dot32(0u) + s.y * block_sum(0u);
+    acc[o] += block_dot(0u, s);
     if (TT > 1u) {
-        acc[o + 1u] += s.x * dot32(1u) + s.y * block_sum(1u);
-        acc[o + 2u] += s.x * dot32(2u) + s.y * block_sum(2u);
-        acc[o + 3u] += s.x * dot32(3u) + s.y * block_sum(3u);
+        acc[o + 1u] += block_dot(1u, s);
+        acc[o + 2u] += block_dot(2u, s);
+        acc[o + 3u] += block_dot(3u, s);
     }
     if (TT > 4u) {
-        acc[o + 4u] += s.x * dot32(4u) + s.y * block_sum(4u);
-        acc[o + 5u] += s.x * dot32(5u) + s.y * block_sum(5u);
-        acc[o + 6u] += s.x * dot32(6u) + s.y * block_sum(6u);
-        acc[o + 7u] += s.x * dot32(7u) + s.y * block_sum(7u);
+        acc[o + 4u] += block_dot(4u, s);
+        acc[o + 5u] += block_dot(5u, s);
+        acc[o + 6u] += block_dot(6u, s);
+        acc[o + 7u] += block_dot(7u, s);
     }
 }
 

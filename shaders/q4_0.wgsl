@@ -4,6 +4,7 @@
 // Weight j < 16 is ((qs[j] & 15) - 8) * d; weight j + 16 is ((qs[j] >> 4) - 8) * d.
 // 18-byte blocks start at any even byte, so every word goes through `w_u32`.
 //!include common.wgsl
+//!include split_quants.wgsl
 
 const BLOCK_ELEMS: u32 = 32u;
 const BLOCK_BYTES: u32 = 18u;
@@ -18,20 +19,22 @@ fn dequant_sub(b: u32, sub: u32) {
     }
 }
 
-// Split layout (rows_split.wgsl): quants as one vec4<u32> per block, d in the low half of a word apart.
+// Split layout (rows_split.wgsl): the quants as one vec4<u32> (split_quants.wgsl), d in the low half of a side word.
 const SPLIT_QV: u32 = 1u;
+const SPLIT_SW: u32 = 1u;
+const SPLIT_HALF_SCALES: bool = false;
 
-// The raw nibbles of the block whose quants are wq[q] and whose d is in w[s] into wv; returns (d, -8 d).
-fn dequant_split(q: u32, s: u32) -> vec2<f32> {
-    let v = wq[q];
-    wv[0] = lo_nibbles(v.x);
-    wv[1] = lo_nibbles(v.y);
-    wv[2] = lo_nibbles(v.z);
-    wv[3] = lo_nibbles(v.w);
-    wv[4] = hi_nibbles(v.x);
-    wv[5] = hi_nibbles(v.y);
-    wv[6] = hi_nibbles(v.z);
-    wv[7] = hi_nibbles(v.w);
+fn split_quant(b: u32, sub: u32, j: u32) -> u32 {
+    return w_u32(b + 2u + 4u * j);
+}
+
+fn split_side(b: u32, sub: u32, j: u32) -> u32 {
+    return w_u16(b);
+}
+
+// The raw nibbles of the block whose quants are wq[q] and whose side word is w[s] into wv; returns d, -8 d.
+fn dequant_split(q: u32, s: u32) -> vec4<f32> {
+    split_nibbles(wq[q]);
     let d = unpack2x16float(w[s]).x;
-    return vec2<f32>(d, -8.0 * d);
+    return vec4<f32>(d, d, -8.0 * d, -8.0 * d);
 }

@@ -3,6 +3,7 @@
 // Rows are whole blocks of 20 bytes, so every block starts at a word boundary and words are read directly.
 // Unrolled by hand: lavapipe's compiler keeps even a four-step loop rolled (see matmul.wgsl).
 //!include common.wgsl
+//!include split_quants.wgsl
 
 const BLOCK_ELEMS: u32 = 32u;
 const BLOCK_BYTES: u32 = 20u;
@@ -25,19 +26,22 @@ fn dequant_sub(b: u32, sub: u32) {
     wv[7] = hi_nibbles(q3) * dm.x + dm.y;
 }
 
-// Split layout (rows_split.wgsl): quants as one vec4<u32> per block, the (d, m) word apart.
+// Split layout (rows_split.wgsl): the quants as one vec4<u32> (split_quants.wgsl), the (d, m) word as the side word.
 const SPLIT_QV: u32 = 1u;
+const SPLIT_SW: u32 = 1u;
+const SPLIT_HALF_SCALES: bool = false;
 
-// The raw nibbles of the block whose quants are wq[q] and whose (d, m) word is w[s] into wv; returns (d, m).
-fn dequant_split(q: u32, s: u32) -> vec2<f32> {
-    let v = wq[q];
-    wv[0] = lo_nibbles(v.x);
-    wv[1] = lo_nibbles(v.y);
-    wv[2] = lo_nibbles(v.z);
-    wv[3] = lo_nibbles(v.w);
-    wv[4] = hi_nibbles(v.x);
-    wv[5] = hi_nibbles(v.y);
-    wv[6] = hi_nibbles(v.z);
-    wv[7] = hi_nibbles(v.w);
-    return unpack2x16float(w[s]);
+fn split_quant(b: u32, sub: u32, j: u32) -> u32 {
+    return w[(b >> 2u) + 1u + j];
+}
+
+fn split_side(b: u32, sub: u32, j: u32) -> u32 {
+    return w[b >> 2u];
+}
+
+// The raw nibbles of the block whose quants are wq[q] and whose side word is w[s] into wv; returns d, m.
+fn dequant_split(q: u32, s: u32) -> vec4<f32> {
+    split_nibbles(wq[q]);
+    let dm = unpack2x16float(w[s]);
+    return vec4<f32>(dm.x, dm.x, dm.y, dm.y);
 }

@@ -4,6 +4,7 @@
 //   bytes 6..21  qs[16], low four bits: weight j < 16 in the low nibble of qs[j], weight j + 16 in its high nibble
 // Weight j is ((low bits | bit j of qh << 4) - 16) * d.
 //!include common.wgsl
+//!include split_quants.wgsl
 
 const BLOCK_ELEMS: u32 = 32u;
 const BLOCK_BYTES: u32 = 22u;
@@ -19,4 +20,26 @@ fn dequant_sub(b: u32, sub: u32) {
         wv[j] = (bytes4(lo) - 16.0) * d;
         wv[4u + j] = (bytes4(hi) - 16.0) * d;
     }
+}
+
+// Split layout (rows_split.wgsl): the low four bits as one vec4<u32> (split_quants.wgsl); side words (fifth bits
+// in the order fifth_bits_by_word makes, d in the low half of the second word).
+const SPLIT_QV: u32 = 1u;
+const SPLIT_SW: u32 = 2u;
+const SPLIT_HALF_SCALES: bool = false;
+
+fn split_quant(b: u32, sub: u32, j: u32) -> u32 {
+    return w_u32(b + 6u + 4u * j);
+}
+
+fn split_side(b: u32, sub: u32, j: u32) -> u32 {
+    return select(w_u16(b), fifth_bits_by_word(w_u32(b + 2u)), j == 0u);
+}
+
+// The raw 5-bit values of the block whose quants are wq[q] and whose side words start at word s into wv;
+// returns d, -16 d.
+fn dequant_split(q: u32, s: u32) -> vec4<f32> {
+    split_nibbles5(wq[q], w[s]);
+    let d = unpack2x16float(w[s + 1u]).x;
+    return vec4<f32>(d, d, -16.0 * d, -16.0 * d);
 }

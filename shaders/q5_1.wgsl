@@ -5,6 +5,7 @@
 //   bytes 8..23  qs[16], low four bits: weight j < 16 in the low nibble of qs[j], weight j + 16 in its high nibble
 // Weight j is (low bits | bit j of qh << 4) * d + m.
 //!include common.wgsl
+//!include split_quants.wgsl
 
 const BLOCK_ELEMS: u32 = 32u;
 const BLOCK_BYTES: u32 = 24u;
@@ -20,4 +21,26 @@ fn dequant_sub(b: u32, sub: u32) {
         wv[j] = bytes4(lo) * dm.x + dm.y;
         wv[4u + j] = bytes4(hi) * dm.x + dm.y;
     }
+}
+
+// Split layout (rows_split.wgsl): the low four bits as one vec4<u32> (split_quants.wgsl); side words (fifth bits
+// in the order fifth_bits_by_word makes, then the (d, m) word).
+const SPLIT_QV: u32 = 1u;
+const SPLIT_SW: u32 = 2u;
+const SPLIT_HALF_SCALES: bool = false;
+
+fn split_quant(b: u32, sub: u32, j: u32) -> u32 {
+    return w[(b >> 2u) + 2u + j];
+}
+
+fn split_side(b: u32, sub: u32, j: u32) -> u32 {
+    return select(w[b >> 2u], fifth_bits_by_word(w[(b >> 2u) + 1u]), j == 0u);
+}
+
+// The raw 5-bit values of the block whose quants are wq[q] and whose side words start at word s into wv;
+// returns d, m.
+fn dequant_split(q: u32, s: u32) -> vec4<f32> {
+    split_nibbles5(wq[q], w[s]);
+    let dm = unpack2x16float(w[s + 1u]);
+    return vec4<f32>(dm.x, dm.x, dm.y, dm.y);
 }

@@ -7,6 +7,7 @@
 //                  of qs[32(s / 2) .. 32(s / 2) + 31], weight l of the sub-block in byte 32(s / 2) + l
 // Weight l of sub-block s is (d * scale_s) * q - dmin * min_s, q = low | high << 4 in 0..31.
 //!include common.wgsl
+//!include split_quants.wgsl
 //!include k_scales.wgsl
 
 const BLOCK_ELEMS: u32 = 256u;
@@ -24,4 +25,38 @@ fn dequant_sub(b: u32, sub: u32) {
         let hi = (w_u32(b + 16u + 4u * j) >> sub) & 0x01010101u;
         wv[j] = bytes4(lo | (hi << 4u)) * a - c;
     }
+}
+
+// Split layout (rows_split.wgsl): per sub-block, the low four bits as one vec4<u32> (split_quants.wgsl) and four
+// side words: the fifth bits (in the order fifth_bits_by_word makes), the scale d * scale_s and the offset
+// -dmin * min_s as f32 (exact: an f16 times a 6-bit integer), and one unused word, so one vec4 load reads them.
+const SPLIT_QV: u32 = 1u;
+const SPLIT_SW: u32 = 4u;
+const SPLIT_HALF_SCALES: bool = false;
+
+fn split_quant(b: u32, sub: u32, j: u32) -> u32 {
+    let q0 = b + 48u + 32u * (sub / 2u) + 4u * j;
+    return nibble_word(w_u32(q0), w_u32(q0 + 16u), 4u * (sub % 2u));
+}
+
+fn split_side(b: u32, sub: u32, j: u32) -> u32 {
+    if (j == 0u) {
+        var bits = 0u;
+        for (var e = 0u; e < 32u; e++) {
+            bits |= ((w_u8(b + 16u + e) >> sub) & 1u) << e;
+        }
+        return fifth_bits_by_word(bits);
+    }
+    let dm = unpack2x16float(w_u32(b));
+    let sm = k_scale_min(b + 4u, sub);
+    return select(0u, bitcast<u32>(select(-(dm.y * sm.y), dm.x * sm.x, j == 1u)), j < 3u);
+}
+
+// The raw 5-bit values of the sub-block whose quants are wq[q] and whose side words are the vec4 at word s into
+// wv; returns its scale and offset.
+fn dequant_split(q: u32, s: u32) -> vec4<f32> {
+    let side = wq[s >> 2u];
+    split_nibbles5(wq[q], side.x);
+    let ac = bitcast<vec2<f32>>(side.yz);
+    return vec4<f32>(ac.x, ac.x, ac.y, ac.y);
 }

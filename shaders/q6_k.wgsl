@@ -10,6 +10,7 @@
 // n = (sub / 2) % 2 of ql[64h + 32(sub % 2) + l] and its high bits pair s = sub % 4 of qh[32h + l].
 // 210-byte blocks start at any even byte.
 //!include common.wgsl
+//!include split_quants.wgsl
 
 const BLOCK_ELEMS: u32 = 256u;
 const BLOCK_BYTES: u32 = 210u;
@@ -31,4 +32,52 @@ fn dequant_sub(b: u32, sub: u32) {
             wv[4u * g + j] = (bytes4(lo | (hi << 4u)) - 32.0) * a;
         }
     }
+}
+
+// Split layout (rows_split.wgsl): per 32-weight sub-block, the low four bits as one vec4<u32> (split_quants.wgsl)
+// and four side words: two words of high bit pairs, then the scales d * scales[g] of its two groups as f32 (exact:
+// an f16 times an 8-bit integer). High pair word k holds nibble words n = 4k..4k+3, the pair of weight 4n + b at
+// bits 8b + 2(n % 4). The -32 becomes each half's offset, applied to the sum of x as Q4_1's minimum is.
+const SPLIT_QV: u32 = 1u;
+const SPLIT_SW: u32 = 4u;
+const SPLIT_HALF_SCALES: bool = true;
+
+fn split_quant(b: u32, sub: u32, j: u32) -> u32 {
+    let ql = b + 64u * (sub / 4u) + 32u * (sub % 2u) + 4u * j;
+    return nibble_word(w_u32(ql), w_u32(ql + 16u), 4u * ((sub / 2u) % 2u));
+}
+
+fn split_side(b: u32, sub: u32, j: u32) -> u32 {
+    if (j < 2u) {
+        let qh = b + 128u + 32u * (sub / 4u);
+        var h = 0u;
+        for (var n = 0u; n < 4u; n++) {
+            for (var c = 0u; c < 4u; c++) {
+                let pair = (w_u8(qh + 16u * j + 4u * n + c) >> (2u * (sub % 4u))) & 3u;
+                h |= pair << (8u * c + 2u * n);
+            }
+        }
+        return h;
+    }
+    let scale = bitcast<i32>(w_u8(b + 192u + 2u * sub + j - 2u) << 24u) >> 24u;
+    return bitcast<u32>(w_f16(b + 208u) * f32(scale));
+}
+
+// The values q of the sub-block whose quants are wq[q] and whose side words are the vec4 at word s into wv;
+// returns the scales of its two halves and their offsets, -32 times the scales.
+fn dequant_split(q: u32, s: u32) -> vec4<f32> {
+    let v = wq[q];
+    let side = wq[s >> 2u];
+    let lo = 0x0f0f0f0fu;
+    let m = 0x30303030u;
+    wv[0] = bytes4((v.x & lo) | ((side.x << 4u) & m));
+    wv[1] = bytes4((v.y & lo) | ((side.x << 2u) & m));
+    wv[2] = bytes4((v.z & lo) | (side.x & m));
+    wv[3] = bytes4((v.w & lo) | ((side.x >> 2u) & m));
+    wv[4] = bytes4(((v.x >> 4u) & lo) | ((side.y << 4u) & m));
+    wv[5] = bytes4(((v.y >> 4u) & lo) | ((side.y << 2u) & m));
+    wv[6] = bytes4(((v.z >> 4u) & lo) | (side.y & m));
+    wv[7] = bytes4(((v.w >> 4u) & lo) | ((side.y >> 2u) & m));
+    let a = bitcast<vec2<f32>>(side.zw);
+    return vec4<f32>(a, -32.0 * a);
 }

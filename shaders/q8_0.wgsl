@@ -3,6 +3,7 @@
 // low half of word 0 and the quants straddling word pairs, or d in the high half and the quants in words 1..8.
 // The nine words are loaded once and both cases are formed without branching (see matmul.wgsl on unrolling).
 //!include common.wgsl
+//!include split_quants.wgsl
 
 const BLOCK_ELEMS: u32 = 32u;
 const BLOCK_BYTES: u32 = 34u;
@@ -35,20 +36,23 @@ fn dequant_sub(b: u32, sub: u32) {
     wv[7] = sbytes4(q8_word(w7, w8, aligned)) * d;
 }
 
-// Split layout (rows_split.wgsl): quants as two vec4<u32> per block, d in the low half of a word apart.
+// Split layout (rows_split.wgsl): the quants as bytes (split_quants.wgsl), d in the low half of a side word.
 const SPLIT_QV: u32 = 2u;
+const SPLIT_SW: u32 = 1u;
+const SPLIT_HALF_SCALES: bool = false;
 
-// The raw signed bytes of the block whose quants are wq[q], wq[q + 1] and whose d is in w[s] into wv; returns (d, 0).
-fn dequant_split(q: u32, s: u32) -> vec2<f32> {
-    let a = wq[q];
-    let b = wq[q + 1u];
-    wv[0] = sbytes4(a.x);
-    wv[1] = sbytes4(a.y);
-    wv[2] = sbytes4(a.z);
-    wv[3] = sbytes4(a.w);
-    wv[4] = sbytes4(b.x);
-    wv[5] = sbytes4(b.y);
-    wv[6] = sbytes4(b.z);
-    wv[7] = sbytes4(b.w);
-    return vec2<f32>(unpack2x16float(w[s]).x, 0.0);
+fn split_quant(b: u32, sub: u32, j: u32) -> u32 {
+    return w_u32(b + 2u + 4u * j);
+}
+
+fn split_side(b: u32, sub: u32, j: u32) -> u32 {
+    return w_u16(b);
+}
+
+// The raw signed bytes of the block whose quants are wq[q], wq[q + 1] and whose side word is w[s] into wv;
+// returns d.
+fn dequant_split(q: u32, s: u32) -> vec4<f32> {
+    split_bytes(q);
+    let d = unpack2x16float(w[s]).x;
+    return vec4<f32>(d, d, 0.0, 0.0);
 }

@@ -6,7 +6,8 @@ tables and are checked against the architecture's tensor list there. Everything 
 generator in a fixed order, so the same arguments give the same bytes (tests/data/oracle relies on that).
 
 The vocabulary is byte-level BPE: the 256 byte symbols, a few merges, and ChatML control tokens, so the full
-load → tokenize → generate path runs on them.
+load → tokenize → generate path runs on them. Tensors of types the `gguf` package cannot quantize (K-quants, IQ4)
+are random blocks scaled to the wanted spread (see `random_blocks`).
 
 This module needs only numpy and gguf: tools/arch_oracle.py imports it from llama.cpp's environment.
 """
@@ -25,6 +26,26 @@ SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 MERGES = ["h e", "l l", "he ll", "Ġ t", "Ġt h"]
 
 ARCHES = ("llama", "mistral", "qwen2", "qwen3", "smollm3", "gemma3", "phi3")
+
+
+# Byte offsets of the f16 fields (scales, mins) in one block of the types written as random blocks.
+F16_FIELDS = {
+    Q.Q2_K: (80, 82), Q.Q3_K: (108,), Q.Q4_K: (0, 2), Q.Q5_K: (0, 2), Q.Q6_K: (208,), Q.IQ4_NL: (0,), Q.IQ4_XS: (0,),
+}
+
+
+def random_blocks(rng: np.random.Generator, qtype: Q, shape: tuple[int, ...], scale: float) -> np.ndarray:
+    """Random blocks of `qtype` for a tensor of numpy shape `shape` whose values have a standard deviation of about
+    `scale`: every value is linear in the block's f16 fields, so the fields are set to 1, the values measured, and
+    the fields set again to scale / that spread."""
+    elems, nbytes = gguf.GGML_QUANT_SIZES[qtype]
+    blocks = rng.integers(0, 256, (int(np.prod(shape)) // elems, nbytes), dtype=np.uint8)
+    for factor in (1.0, None):
+        if factor is None:
+            factor = scale / gguf.quants.dequantize(blocks, qtype).std()
+        for offset in F16_FIELDS[qtype]:
+            blocks[:, offset:offset + 2] = np.full((len(blocks), 1), factor, np.float16).view(np.uint8)
+    return blocks.reshape(*shape[:-1], shape[-1] // elems * nbytes)
 
 
 def _byte_symbols() -> list[str]:
@@ -156,7 +177,8 @@ def write_model(path: Path, *, arch: str = "llama", label: str | None = None, qt
 
     def matrix(kind: T, rows: int, cols: int, bid: int | None = None, scale: float | None = None):
         n = name(kind, bid=bid)
-        x = (rng.standard_normal((rows, cols)) * (cols ** -0.5 if scale is None else scale)).astype(np.float32)
+        spread = cols ** -0.5 if scale is None else scale
+        x = (rng.standard_normal((rows, cols)) * spread).astype(np.float32)
         t = qtype
         for key, override in types.items():
             if key in n:
@@ -164,7 +186,7 @@ def write_model(path: Path, *, arch: str = "llama", label: str | None = None, qt
         if t == Q.F32:
             w.add_tensor(n, x)
         else:
-            q = gguf.quants.quantize(x, t)
+            q = random_blocks(rng, t, (rows, cols), spread) if t in F16_FIELDS else gguf.quants.quantize(x, t)
             w.add_tensor(n, q, raw_shape=q.shape, raw_dtype=t)
 
     def vector(kind: T, size: int, bid: int | None = None, *, mean: float = 1.0, std: float = 0.1,

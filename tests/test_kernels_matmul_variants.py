@@ -1,27 +1,30 @@
 """Every matmul kernel variant (llmchat.gpu.variants.MatmulTile: rows and tokens per invocation, plain or
-subgroup-shared loads of x) against float64 numpy, whichever variant this adapter would choose itself.
+subgroup-shared loads of x) and every weight layout against float64 numpy, whichever variant this adapter would
+choose itself.
 
 Same references and tolerance as test_kernels_matmul.py (gpu_util: |err| <= 1e-5 * max|ref| + 1e-6, outputs
-poisoned with NaN first). Row counts are not multiples of rows x workgroup and token counts not multiples of the
-tile, so clamped rows and tokens at the grid's edges are exercised; Q8_0 rows of an odd number of blocks put every
-other row's blocks at 2 mod 4 and so cover both of its decoder's alignments. The tiles also run in MODE 2 (gated)
-and with a folded RMSNorm, whose sum of squares the kernel accumulates while it loads x.
+poisoned with NaN first). Row counts are not multiples of rows x workgroup, nor of the split layout's 8-row tiles,
+and token counts not multiples of the tile, so clamped rows and tokens at the grid's edges and short last tiles
+are exercised; Q8_0 rows of an odd number of blocks put every other row's blocks at 2 mod 4 and so cover both of
+its decoder's alignments. The tiles also run in MODE 2 (gated) and with a folded RMSNorm, whose sum of squares the
+kernel accumulates while it loads x.
 
-Weights of the types that have one are also tested in the split layout (tensors.split_weight: rewritten on the GPU
-after upload, quants and scales apart), in the matmul and in the embedding lookup, also split over several
-bindings.
+Every type runs in each layout it has (as stored, and the split layout of tensors.split_weight:
+rewritten on the GPU after upload, quants and scales apart, in tiles of 8 rows) through the tiles CPU emulators
+choose for decode and prefill and the GPU tile, at row lengths of real models; the split layout also runs in the
+embedding lookup and split over several bindings.
 """
 from __future__ import annotations
 
 import numpy as np
 import pytest
 from gpu_util import (  # noqa: F401 (gpu, rng and split_gpu are fixtures)
-    SPLIT_BINDING, Gpu, assert_close, case_id, gpu, random_weight, rng, split_gpu,
+    ALL_TYPES, SPLIT_BINDING, Gpu, assert_close, case_id, gpu, random_weight, rng, split_gpu,
 )
 
-from llmchat.ggml_types import GGMLType
+from llmchat.ggml_types import BLOCK_LAYOUT, GGMLType
 from llmchat.gpu import ops
-from llmchat.gpu.tensors import SPLIT_TYPES, split_row_bytes, split_weight
+from llmchat.gpu.tensors import SPLIT_TILE, SPLIT_TYPES, split_row_bytes, split_weight
 from llmchat.gpu.variants import MatmulTile, subgroup_size, variants
 
 pytestmark = pytest.mark.gpu
@@ -45,44 +48,89 @@ def split(gpu: Gpu, qtype: GGMLType, raw: np.ndarray):
     return split_weight(gpu.device, gpu.kernels, gpu.weight("w", qtype, raw))
 
 
+def upload(gpu: Gpu, qtype: GGMLType, raw: np.ndarray, layout: str):
+    return split(gpu, qtype, raw) if layout == "split" else gpu.weight("w", qtype, raw)
+
+
 def silu(v: np.ndarray) -> np.ndarray:
-    return v / (1.0 + np.exp(-v))
+    with np.errstate(over="ignore"):  # exp(-v) = inf for large negative v gives the right limit, 0
+        return v / (1.0 + np.exp(-v))
 
 
 def activations(rng: np.random.Generator, rows: int, cols: int, scale: float = 1.0) -> np.ndarray:
     return (rng.standard_normal((rows, cols)) * scale).astype(np.float32).astype(np.float64)
 
 
-# Every tile with Q4_1 and Q8_0 (the decoders written for speed) and a K-quant (the generic decoder) in two tiles.
+def layouts(qtypes) -> list[tuple[GGMLType, str]]:
+    return [(q, "gguf") for q in qtypes] + [(q, "split") for q in qtypes if q in SPLIT_TYPES]
+
+
+# Every tile with Q4_1 and Q8_0 (the decoders written for speed) in both layouts, and a K-quant as stored.
 SHAPES = {GGMLType.Q4_1: (75, 192, 11), GGMLType.Q8_0: (37, 160, 3), GGMLType.Q4_K: (19, 256, 9)}
-CASES = [(t, q) for t in TILES for q in (GGMLType.Q4_1, GGMLType.Q8_0)] + [(TILES[1], GGMLType.Q4_K),
-                                                                           (TILES[3], GGMLType.Q4_K)]
+CASES = ([(t, q, layout) for t in TILES for q, layout in layouts([GGMLType.Q4_1, GGMLType.Q8_0])]
+         + [(TILES[1], GGMLType.Q4_K, "gguf"), (TILES[3], GGMLType.Q4_K, "gguf")])
 
 
-@pytest.mark.parametrize("tile,qtype", CASES, ids=lambda v: tile_id(v) if isinstance(v, MatmulTile) else case_id(v))
-def test_tile_matches_reference(gpu: Gpu, rng, tile: MatmulTile, qtype: GGMLType):
+@pytest.mark.parametrize("tile,qtype,layout", CASES,
+                         ids=lambda v: tile_id(v) if isinstance(v, MatmulTile) else case_id(v))
+def test_tile_matches_reference(gpu: Gpu, rng, tile: MatmulTile, qtype: GGMLType, layout: str):
     usable(gpu, tile)
     rows, k, n_tokens = SHAPES[qtype]
     raw, w = random_weight(rng, qtype, rows, k)
     x = activations(rng, n_tokens, k)
     rec = gpu.recorder(n_tokens)
     y = gpu.poisoned(rec, "y", n_tokens, rows)
-    ops.matmul(rec, gpu.weight("w", qtype, raw), gpu.act(rec, "x", x), y, tile=tile)
+    ops.matmul(rec, upload(gpu, qtype, raw, layout), gpu.act(rec, "x", x), y, tile=tile)
     gpu.run(rec)
-    assert_close(gpu.read(y), x @ w.T, what=f"{tile_id(tile)} {qtype.name} {rows}x{k} T={n_tokens}")
+    assert_close(gpu.read(y), x @ w.T, what=f"{tile_id(tile)} {qtype.name} {layout} {rows}x{k} T={n_tokens}")
+
+
+def model_shape(qtype: GGMLType) -> tuple[int, int]:
+    """(rows, k): row lengths of SmolLM2-135M and Gemma 3 270M (hidden sizes 576 and 640 for 32-element blocks,
+    ffn sizes 1536 and 2048 for K-quant super-blocks), alternating between types; row counts that are multiples
+    of neither the 64 rows of a workgroup nor the 8 rows of a split tile."""
+    first = ALL_TYPES.index(qtype) % 2 == 0
+    if BLOCK_LAYOUT[qtype][0] == 256:
+        return (147, 1536) if first else (83, 2048)
+    return (195, 576) if first else (99, 640)
+
+
+@pytest.mark.parametrize("tile", [TILES[1], TILES[4], TILES[0]], ids=tile_id)
+@pytest.mark.parametrize("qtype,layout", layouts(ALL_TYPES), ids=case_id)
+def test_every_type_and_layout_at_model_shapes(gpu: Gpu, rng, qtype: GGMLType, layout: str, tile: MatmulTile):
+    """The decode and prefill tiles of CPU emulators and the GPU tile, for every type in each layout it has."""
+    usable(gpu, tile)
+    rows, k = model_shape(qtype)
+    n_tokens = 1 if tile.tokens == 1 else 11
+    raw, w = random_weight(rng, qtype, rows, k)
+    x = activations(rng, n_tokens, k)
+    rec = gpu.recorder(n_tokens)
+    y = gpu.poisoned(rec, "y", n_tokens, rows)
+    ops.matmul(rec, upload(gpu, qtype, raw, layout), gpu.act(rec, "x", x), y, tile=tile)
+    gpu.run(rec)
+    assert_close(gpu.read(y), x @ w.T, what=f"{tile_id(tile)} {qtype.name} {layout} {rows}x{k} T={n_tokens}")
+
+
+def split_k(qtype: GGMLType) -> int:
+    """A row length of a few blocks, so the small bindings of `split_gpu` hold a few rows."""
+    return 256 if BLOCK_LAYOUT[qtype][0] == 256 else 160
 
 
 @pytest.mark.parametrize("tile", [TILES[0], TILES[1], TILES[4]], ids=tile_id)
 @pytest.mark.parametrize("qtype", list(SPLIT_TYPES), ids=case_id)
-def test_split_layout_matches_reference(split_gpu: Gpu, rng, tile: MatmulTile, qtype: GGMLType):
-    """The split layout through decode, prefill and GPU tiles, on a device whose bindings hold a few rows each."""
+def test_split_layout_in_parts_matches_reference(split_gpu: Gpu, rng, tile: MatmulTile, qtype: GGMLType):
+    """The split layout through decode, prefill and GPU tiles, on a device whose bindings hold a few rows each:
+    whole 8-row tiles per binding where one fits, shorter tiles where not."""
     usable(split_gpu, tile)
-    rows, k, n_tokens = 27, 160, 9 if tile.tokens > 1 else 1
+    rows, k, n_tokens = 27, split_k(qtype), 9 if tile.tokens > 1 else 1
     raw, w = random_weight(rng, qtype, rows, k)
     weight = split(split_gpu, qtype, raw)
     assert weight.layout == "split" and len(weight.parts) > 1
     assert weight.row_bytes == split_row_bytes(qtype, k) and weight.row_bytes % 16 == 0
-    assert max(p.rows for p in weight.parts) * weight.row_bytes <= SPLIT_BINDING
+    per_part = max(p.rows for p in weight.parts)
+    assert per_part * weight.row_bytes <= SPLIT_BINDING
+    assert per_part % SPLIT_TILE == 0 or per_part < SPLIT_TILE
+    assert all(p.buffer.size <= SPLIT_BINDING for p in weight.parts)
     x = activations(rng, n_tokens, k)
     rec = split_gpu.recorder(n_tokens)
     y = split_gpu.poisoned(rec, "y", n_tokens, rows)
@@ -93,11 +141,14 @@ def test_split_layout_matches_reference(split_gpu: Gpu, rng, tile: MatmulTile, q
 
 @pytest.mark.parametrize("qtype", list(SPLIT_TYPES), ids=case_id)
 def test_split_layout_embedding(split_gpu: Gpu, rng, qtype: GGMLType):
-    """A table in the split layout (a tied output projection) still serves embedding lookups, scale included."""
-    rows, k = 40, 96
+    """A table in the split layout (a tied output projection) still serves embedding lookups, scale included, when
+    split over several bindings (as Gemma 3's table of 262144 rows is on 128 MiB bindings): the first and last
+    row of the table and of its short last tile."""
+    rows, k = 43, split_k(qtype)
     raw, w = random_weight(rng, qtype, rows, k)
     weight = split(split_gpu, qtype, raw)
-    ids = [39, 0, 17, 5, 17]
+    assert len(weight.parts) > 1
+    ids = [42, 0, 17, 5, 17, 40, 39]
     rec = split_gpu.recorder(len(ids))
     y = split_gpu.poisoned(rec, "y", len(ids), k)
     ops.embed(rec, weight, split_gpu.tokens(ids), y, scale=0.5)
@@ -105,24 +156,26 @@ def test_split_layout_embedding(split_gpu: Gpu, rng, qtype: GGMLType):
     assert_close(split_gpu.read(y), w[ids] * 0.5, what=qtype.name)
 
 
-@pytest.mark.parametrize("tile,layout", [(t, "gguf") for t in TILES] + [(t, "split") for t in TILES[1:5:3]],
-                         ids=lambda v: tile_id(v) if isinstance(v, MatmulTile) else v)
-def test_tile_gated_with_folded_norm(gpu: Gpu, rng, tile: MatmulTile, layout: str):
+GATED = ([(t, GGMLType.Q4_1, "gguf") for t in TILES] + [(t, GGMLType.Q4_1, "split") for t in TILES[1:5:3]]
+         + [(t, q, "split") for t in TILES[1:5:3] for q in (GGMLType.Q5_0, GGMLType.Q6_K)])
+
+
+@pytest.mark.parametrize("tile,qtype,layout", GATED, ids=lambda v: tile_id(v) if isinstance(v, MatmulTile) else case_id(v))
+def test_tile_gated_with_folded_norm(gpu: Gpu, rng, tile: MatmulTile, qtype: GGMLType, layout: str):
     """MODE 2 with `norm`: silu(rmsnorm(x) @ gate^T) * (rmsnorm(x) @ up^T), 21 gate rows (the up half starts at
-    an odd row); x far from unit RMS so a missing normalisation cannot pass."""
+    an odd row, inside a split tile); x far from unit RMS so a missing normalisation cannot pass."""
     usable(gpu, tile)
-    hidden, k, n_tokens, eps = 21, 128, 6, 1e-5
-    raw, w = random_weight(rng, GGMLType.Q4_1, 2 * hidden, k)
+    hidden, k, n_tokens, eps = 21, 256, 6, 1e-5
+    raw, w = random_weight(rng, qtype, 2 * hidden, k)
     x = activations(rng, n_tokens, k, 7.0)
     g = activations(rng, 1, k)[0]
     rec = gpu.recorder(n_tokens)
     y = gpu.poisoned(rec, "y", n_tokens, hidden)
-    weight = split(gpu, GGMLType.Q4_1, raw) if layout == "split" else gpu.weight("w", GGMLType.Q4_1, raw)
-    ops.matmul(rec, weight, gpu.act(rec, "x", x), y, mode=ops.GLU,
+    ops.matmul(rec, upload(gpu, qtype, raw, layout), gpu.act(rec, "x", x), y, mode=ops.GLU,
                norm=gpu.act(rec, "g", g[None, :]).buffer, eps=eps, tile=tile)
     gpu.run(rec)
     h = x / np.sqrt((x * x).mean(-1, keepdims=True) + eps) * g
-    assert_close(gpu.read(y), silu(h @ w[:hidden].T) * (h @ w[hidden:].T), what=tile_id(tile))
+    assert_close(gpu.read(y), silu(h @ w[:hidden].T) * (h @ w[hidden:].T), what=f"{tile_id(tile)} {qtype.name}")
 
 
 @pytest.mark.parametrize("tile", TILES[:4], ids=tile_id)

@@ -20,6 +20,8 @@ def device():
     return NativeDevice()
 
 
+# K-quant rows are whole 256-element super-blocks: those models are 256 wide, with an ffn of 512.
+WIDE = {"n_embd": 256, "n_ff": 512}
 CASES = [
     ("llama", Q.Q8_0, {}, True),
     ("llama", Q.Q8_0, {"fold_norms": True}, True),  # RMSNorm folded into the projections (the GPU default)
@@ -27,6 +29,10 @@ CASES = [
     ("mistral", Q.Q4_0, {"attn_v": Q.Q8_0}, True),  # q, k, v of different types: three dispatches
     ("qwen2", Q.Q5_1, {"ffn_up": Q.Q4_0}, True),  # biases; gate and up apart
     ("llama", Q.F32, {}, False),
+    # A Q4_K_M-like mix with a tied Q6_K table (embedding lookups and the output projection); the IQ4 types.
+    ("llama", Q.Q4_K, {"attn_v": Q.Q6_K, "ffn_down": Q.Q6_K, "attn_k": Q.Q5_0, "token_embd": Q.Q6_K, **WIDE}, True),
+    ("llama", Q.Q5_K, {"attn_q": Q.Q5_1, "token_embd": Q.Q5_K, **WIDE}, True),
+    ("llama", Q.IQ4_XS, {"ffn_down": Q.IQ4_NL, "output": Q.IQ4_NL, **WIDE}, False),
 ]
 
 
@@ -34,8 +40,9 @@ CASES = [
 def test_forward_matches_numpy(tmp_path, device, arch, qtype, types, tied):
     types = dict(types)
     fold = types.pop("fold_norms", None)
+    shape = {key: types.pop(key) for key in WIDE if key in types}
     path = write_model(tmp_path / "m.gguf", arch=arch, label=arch, qtype=qtype, types=types, tied=tied,
-                       n_kv_head=1 + (arch == "qwen2"))
+                       n_kv_head=1 + (arch == "qwen2"), **shape)
     llm = LLM(str(path), device=device, context=128, max_tokens_per_step=8, fold_norms=fold)
     ref = ReferenceLlama(str(path)).forward(PROMPT)
     with llm._slot() as slot:

@@ -3,6 +3,8 @@ describe (a per-element decoder written from the words alone), and on the real S
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -22,6 +24,7 @@ ALL_TYPES = [
     GGMLType.F32, GGMLType.F16, GGMLType.BF16,
     GGMLType.Q4_0, GGMLType.Q4_1, GGMLType.Q5_0, GGMLType.Q5_1, GGMLType.Q8_0,
     GGMLType.Q2_K, GGMLType.Q3_K, GGMLType.Q4_K, GGMLType.Q5_K, GGMLType.Q6_K,
+    GGMLType.IQ4_NL, GGMLType.IQ4_XS,
 ]  # fmt: skip
 QUANTIZABLE = ALL_TYPES[:8]
 
@@ -42,6 +45,8 @@ F16_FIELDS: dict[GGMLType, tuple[int, ...]] = {
     GGMLType.Q4_K: (0, 2),
     GGMLType.Q5_K: (0, 2),
     GGMLType.Q6_K: (208,),
+    GGMLType.IQ4_NL: (0,),
+    GGMLType.IQ4_XS: (0,),
 }
 
 
@@ -96,6 +101,31 @@ def test_get_accepts_plain_ids_and_names_unsupported_types():
         quant.get(int(GGMLType.Q8_K))
     with pytest.raises(UnsupportedModelError, match="99"):
         quant.get(99)
+
+
+# Imports every runtime module with numpy made unimportable, then lists what of llmchat.quant got imported and
+# what importing llmchat.quant itself says.
+WITHOUT_NUMPY = """
+import importlib, pkgutil, sys
+sys.modules["numpy"] = None  # `import numpy` now fails as if it were not installed
+import llmchat
+for module in pkgutil.walk_packages(llmchat.__path__, "llmchat."):
+    if not module.name.startswith(("llmchat.quant", "llmchat.web", "llmchat.shaders")) and module.name != "llmchat.__main__":
+        importlib.import_module(module.name)
+print(sorted(name for name in sys.modules if name.startswith("llmchat.quant")))
+from llmchat.errors import MissingDependencyError
+try:
+    import llmchat.quant
+except MissingDependencyError as exc:
+    print(exc)
+"""
+
+
+def test_runtime_never_imports_quant_which_names_its_extra_without_numpy():
+    result = subprocess.run([sys.executable, "-c", WITHOUT_NUMPY], capture_output=True, text=True, check=True)
+    imported, message = result.stdout.splitlines()
+    assert imported == "[]"
+    assert "needs numpy" in message and "llmchat[quant]" in message
 
 
 def test_formats_are_not_instantiated():
@@ -206,6 +236,22 @@ def decode_q6_k(b: bytes, e: int) -> np.float32:
     return (f16_at(b, 208) * F32(int8(b[192 + j]))) * F32((low | high << 4) - 32)
 
 
+IQ4_GRID = (-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113)
+
+
+def decode_iq4_nl(b: bytes, e: int) -> np.float32:
+    q = (b[2 + e % 16] >> 4 * (e // 16)) & 15
+    return f16_at(b, 0) * F32(IQ4_GRID[q])
+
+
+def decode_iq4_xs(b: bytes, e: int) -> np.float32:
+    j, l = e // 32, e % 32
+    low = (b[4 + j // 2] >> 4 * (j % 2)) & 15
+    high = ((b[2] | b[3] << 8) >> 2 * j) & 3
+    q = (b[8 + 16 * j + l % 16] >> 4 * (l // 16)) & 15
+    return (f16_at(b, 0) * F32((low | high << 4) - 32)) * F32(IQ4_GRID[q])
+
+
 ELEMENT_DECODERS: dict[GGMLType, Callable[[bytes, int], np.float32]] = {
     GGMLType.Q4_0: decode_q4_0,
     GGMLType.Q4_1: decode_q4_1,
@@ -217,6 +263,8 @@ ELEMENT_DECODERS: dict[GGMLType, Callable[[bytes, int], np.float32]] = {
     GGMLType.Q4_K: decode_q4_k,
     GGMLType.Q5_K: decode_q5_k,
     GGMLType.Q6_K: decode_q6_k,
+    GGMLType.IQ4_NL: decode_iq4_nl,
+    GGMLType.IQ4_XS: decode_iq4_xs,
 }
 
 
@@ -380,8 +428,8 @@ def test_tensor_dequantize_rejects_data_that_does_not_fit_the_shape():
         quant.dequantize(raw[:60], GGMLType.Q4_1, (64, 2))
     with pytest.raises(GGUFError, match="not a multiple"):
         quant.dequantize(raw, GGMLType.Q4_1, (48, 2))
-    with pytest.raises(UnsupportedModelError, match="IQ4_NL"):
-        quant.dequantize(raw, GGMLType.IQ4_NL, (32,))
+    with pytest.raises(UnsupportedModelError, match="IQ3_S"):
+        quant.dequantize(raw, GGMLType.IQ3_S, (256,))
 
 
 def test_tensor_quantize_returns_rows_of_blocks_that_decode_back():

@@ -1,18 +1,23 @@
-"""Throughput of the decode matrix-vector product (matmul.wgsl with one token) per weight type, in G multiply-adds/s.
+"""Throughput of matmul.wgsl per weight type, decode (one token) and prefill (a chunk of tokens), in G multiply-adds/s.
 
 Each measurement records one program of many identical dispatches (same weight, same x, same y), runs it once
 to warm up, then times one run followed by a single readback, so per-call Python and submission costs are
 amortised the way a recorded forward pass amortises them. Besides wall-clock throughput it reports multiply-adds
 per CPU-second of this process (all threads): on CPU adapters such as lavapipe that figure barely moves when
-other programs compete for the cores, while wall-clock figures do. Weights are random blocks whose f16 scales are sane
-(random f16 bytes would include NaN and subnormals, which CPU adapters handle at a different speed).
+other programs compete for the cores, while wall-clock figures do. `--rounds` repeats every measurement, the
+types interleaved (every other round in reverse order), and keeps each one's best, so load from other programs
+falls on all types alike; the "vs Q4_1" columns give each figure relative to Q4_1's in the same run. Weights are random blocks whose f16 scales
+are sane (random f16 bytes would include NaN and subnormals, which CPU adapters handle at a different speed).
 
-    .venv/bin/python tools/kernel_speed.py                      # q4_1 q8_0 q4_k q6_k on two shapes
+    .venv/bin/python tools/kernel_speed.py --rounds 3           # the quantized types, decode and prefill
     .venv/bin/python tools/kernel_speed.py --types q4_0 f16 --json
+    .venv/bin/python tools/kernel_speed.py --layout gguf        # rows as in the file, not the adapter's layout
 
-Weights are in the layout and the kernel variant the model would get on this adapter (llmchat.gpu.variants).
-Shapes are SmolLM2-135M's: ffn_down (576 outputs, rows of 1536) and the tied output matrix (49152 outputs, rows
-of 576; K-quants need rows that are a multiple of 256, so they use 512 there and the line says so).
+Weights are in the layout and the kernel variant the model would get on this adapter (llmchat.gpu.variants):
+decode runs the one-token tile, prefill the tile of a step of `--prefill-tokens` tokens. Shapes are SmolLM2-135M's
+ffn_down (576 outputs, rows of 1536; it fits in a CPU's L2 or L3 cache), decode and prefill, and its tied output
+matrix (49152 outputs, which stream from memory), decode only, with rows of 512 instead of 576: K-quant rows are
+whole 256-element blocks, and every type runs the same shape so the ratios compare like with like.
 """
 from __future__ import annotations
 
@@ -36,11 +41,13 @@ from llmchat.gpu.variants import variants
 F16_FIELDS: dict[GGMLType, tuple[int, ...]] = {
     GGMLType.Q4_0: (0,), GGMLType.Q4_1: (0, 2), GGMLType.Q5_0: (0,), GGMLType.Q5_1: (0, 2), GGMLType.Q8_0: (0,),
     GGMLType.Q2_K: (80, 82), GGMLType.Q3_K: (108,), GGMLType.Q4_K: (0, 2), GGMLType.Q5_K: (0, 2),
-    GGMLType.Q6_K: (208,),
+    GGMLType.Q6_K: (208,), GGMLType.IQ4_NL: (0,), GGMLType.IQ4_XS: (0,),
 }
 FLOAT_DTYPES = {GGMLType.F32: np.float32, GGMLType.F16: np.float16}
 
-SHAPES = [(576, 1536), (49152, 576)]  # (outputs, row length)
+DEFAULT_TYPES = ["q4_1", "q4_0", "q8_0", "q5_0", "q5_1", "q4_k", "q5_k", "q6_k", "iq4_nl", "iq4_xs"]
+# (outputs, row length, decode only)
+SHAPES = [(576, 1536, False), (49152, 512, True)]
 
 
 def random_weight(rng: np.random.Generator, qtype: GGMLType, rows: int, k: int) -> bytes:
@@ -55,74 +62,110 @@ def random_weight(rng: np.random.Generator, qtype: GGMLType, rows: int, k: int) 
     return blocks.tobytes()
 
 
-def measure(device: NativeDevice, kernels: Kernels, qtype: GGMLType, rows: int, k: int, seconds: float,
-            max_dispatches: int) -> dict:
-    """Time `n` back-to-back dispatches of one matvec, n chosen so the timed run lasts about `seconds`."""
-    rng = np.random.default_rng(0)
-    weight = upload_weight(device, "w", qtype, k, [Piece.of(rows, random_weight(rng, qtype, rows, k))])
-    if variants(device).split_weights and qtype in SPLIT_TYPES:  # the layout the model loader would choose
-        weight = split_weight(device, kernels, weight)
-    step = device.buffer(16, "step", uniform=True)
-    device.write(step, struct.pack("<4I", 1, 0, 0, 0))
+class Case:
+    """One weight on the device, with the program that multiplies it by `tokens` tokens `n` times."""
 
-    def timed(n: int) -> tuple[float, float]:
-        rec = Recorder(device, kernels, step)
-        x = rec.act("x", 1, k)
-        device.write(x.buffer, rng.standard_normal(k).astype(np.float32).tobytes())
-        y = rec.act("y", 1, rows)
+    def __init__(self, device: NativeDevice, kernels: Kernels, qtype: GGMLType, rows: int, k: int, tokens: int,
+                 layout: str = "auto"):
+        self.device, self.kernels, self.qtype, self.rows, self.k, self.tokens = device, kernels, qtype, rows, k, tokens
+        self.rng = np.random.default_rng(0)
+        weight = upload_weight(device, "w", qtype, k, [Piece.of(rows, random_weight(self.rng, qtype, rows, k))])
+        if layout == "auto" and variants(device).split_weights and qtype in SPLIT_TYPES:  # as the model loader does
+            weight = split_weight(device, kernels, weight)
+        self.weight = weight
+        self.step = device.buffer(16, "step", uniform=True)
+        device.write(self.step, struct.pack("<4I", tokens, 0, 0, 0))
+        self.n = 0
+
+    def timed(self, n: int) -> tuple[float, float]:
+        """(wall seconds, CPU seconds) of one run of `n` dispatches."""
+        rec = Recorder(self.device, self.kernels, self.step)
+        x = rec.act("x", self.tokens, self.k)
+        self.device.write(x.buffer, self.rng.standard_normal(self.tokens * self.k).astype(np.float32).tobytes())
+        y = rec.act("y", self.tokens, self.rows)
         for _ in range(n):
-            ops.matmul(rec, weight, x, y)
+            ops.matmul(rec, self.weight, x, y)
         program = rec.finish()
-        device.run(program)  # warm-up: first use of the pipeline and the bind groups
-        device.read(y.buffer, 0, 4)
+        self.device.run(program)  # warm-up: first use of the pipeline and the bind groups
+        self.device.read(y.buffer, 0, 4)
         start, cpu = time.perf_counter(), time.process_time()
-        device.run(program)
-        device.read(y.buffer, 0, 4)
+        self.device.run(program)
+        self.device.read(y.buffer, 0, 4)
         return time.perf_counter() - start, time.process_time() - cpu
 
-    probe = 4
-    per = timed(probe)[0] / probe
-    n = int(min(max_dispatches, max(probe, seconds / per)))
-    elapsed, cpu = timed(n)
-    macs = n * rows * k
-    tile = variants(device).matmul(1)
-    return {"type": qtype.name, "rows": rows, "k": k, "layout": weight.layout,
-            "tile": f"{tile.rows} rows x {tile.tokens} tokens, {tile.xload} x loads", "dispatches": n, "seconds": round(elapsed, 4),
-            "us_per_dispatch": round(elapsed / n * 1e6, 1), "gmacs": round(macs / elapsed / 1e9, 3),
-            "weight_gb_per_s": round(n * weight.nbytes / elapsed / 1e9, 3),
-            "cpu_seconds": round(cpu, 4), "gmacs_per_cpu_s": round(macs / cpu / 1e9, 3)}
+    def measure(self, seconds: float, max_dispatches: int) -> dict:
+        """Time `n` back-to-back dispatches, n chosen (on the first call) so the timed run lasts about `seconds`."""
+        if not self.n:
+            probe = 2
+            per = self.timed(probe)[0] / probe
+            self.n = int(min(max_dispatches, max(probe, seconds / per)))
+        elapsed, cpu = self.timed(self.n)
+        macs = self.n * self.rows * self.k * self.tokens
+        tile = variants(self.device).matmul(self.tokens)
+        return {"type": self.qtype.name, "mode": "decode" if self.tokens == 1 else "prefill", "rows": self.rows,
+                "k": self.k, "tokens": self.tokens, "layout": self.weight.layout,
+                "tile": f"{tile.rows} rows x {tile.tokens} tokens, {tile.xload} x loads", "dispatches": self.n,
+                "seconds": round(elapsed, 4), "us_per_dispatch": round(elapsed / self.n * 1e6, 1),
+                "gmacs": round(macs / elapsed / 1e9, 3),
+                "weight_gb_per_s": round(self.n * self.weight.nbytes / elapsed / 1e9, 3),
+                "cpu_seconds": round(cpu, 4), "gmacs_per_cpu_s": round(macs / cpu / 1e9, 3)}
+
+
+def best(a: dict | None, b: dict) -> dict:
+    """The better of two measurements of one case, each figure on its own: the best wall-clock throughput and the
+    best per CPU-second need not come from the same run."""
+    if a is None:
+        return b
+    keep = dict(b if b["gmacs"] > a["gmacs"] else a)
+    for key in ("cpu_seconds", "gmacs_per_cpu_s"):
+        keep[key] = (b if b["gmacs_per_cpu_s"] > a["gmacs_per_cpu_s"] else a)[key]
+    return keep
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--types", nargs="+", default=["q4_1", "q8_0", "q4_k", "q6_k"],
-                        help="GGML type names (case-insensitive)")
+    parser.add_argument("--types", nargs="+", default=DEFAULT_TYPES, help="GGML type names (case-insensitive)")
+    parser.add_argument("--prefill-tokens", type=int, default=64, help="tokens of the prefill step (0: no prefill)")
     parser.add_argument("--seconds", type=float, default=1.0, help="target length of each timed run")
     parser.add_argument("--max-dispatches", type=int, default=400)
+    parser.add_argument("--rounds", type=int, default=1, help="measure everything this often, keep the best")
+    parser.add_argument("--layout", choices=["auto", "gguf"], default="auto",
+                        help="weight layout: the model loader's choice for this adapter, or rows as in the file")
     parser.add_argument("--json", action="store_true", help="one JSON object per line instead of a table")
     args = parser.parse_args(argv)
 
     device = NativeDevice()
     kernels = Kernels(device)
     info = device.info
-    if not args.json:
-        print(f"adapter: {info.name} ({info.backend}, software={info.software}); decode tile: "
-              f"{variants(device).matmul(1)}")
-        print(f"{'type':6} {'outputs':>7} {'k':>5} {'dispatches':>10} {'us/dispatch':>11} {'GMAC/s':>8} {'GB/s':>7} {'GMAC/cpu-s':>10}")
+    cases = []
     for name in args.types:
         qtype = GGMLType[name.upper()]
-        for rows, k in SHAPES:
-            block = BLOCK_LAYOUT[qtype][0]
-            k_used = k // block * block if k % block else k  # K-quants: the largest whole number of blocks
-            r = measure(device, kernels, qtype, rows, k_used, args.seconds, args.max_dispatches)
-            r["adapter"] = info.name
-            if args.json:
-                print(json.dumps(r))
-            else:
-                note = f"  (rows of {k_used}, not {k})" if k_used != k else ""
-                print(f"{r['type']:6} {rows:>7} {k_used:>5} {r['dispatches']:>10} {r['us_per_dispatch']:>11} "
-                      f"{r['gmacs']:>8} {r['weight_gb_per_s']:>7} {r['gmacs_per_cpu_s']:>10}  {r['layout']}{note}")
-            sys.stdout.flush()
+        for rows, k, decode_only in SHAPES:
+            for tokens in [1] if decode_only or not args.prefill_tokens else [1, args.prefill_tokens]:
+                cases.append(Case(device, kernels, qtype, rows, k, tokens, args.layout))
+    results: list[dict | None] = [None] * len(cases)
+    for r in range(args.rounds):
+        # Every other round backwards: no type always runs first (the first measurements of a process run slower).
+        for i in range(len(cases))[::-1 if r % 2 else 1]:
+            results[i] = best(results[i], cases[i].measure(args.seconds, args.max_dispatches))
+    reference = {(r["mode"], r["rows"]): r for r in results if r["type"] == "Q4_1"}
+    if not args.json:
+        print(f"adapter: {info.name} ({info.backend}, software={info.software}); decode tile: "
+              f"{variants(device).matmul(1)}; prefill tile: {variants(device).matmul(args.prefill_tokens or 1)}")
+        print(f"{'type':7} {'mode':7} {'outputs':>7} {'k':>5} {'tokens':>6} {'dispatches':>10} {'us/dispatch':>11} "
+              f"{'GMAC/s':>8} {'GB/s':>7} {'vs Q4_1':>7} {'GMAC/cpu-s':>10} {'vs Q4_1':>7}  layout")
+    for r in results:
+        r["adapter"] = info.name
+        ref = reference.get((r["mode"], r["rows"]))
+        r["vs_q4_1"] = round(r["gmacs"] / ref["gmacs"], 3) if ref else None
+        r["per_cpu_s_vs_q4_1"] = round(r["gmacs_per_cpu_s"] / ref["gmacs_per_cpu_s"], 3) if ref else None
+        if args.json:
+            print(json.dumps(r))
+            continue
+        ratios = [f"{v:.2f}" if ref else "-" for v in (r["vs_q4_1"], r["per_cpu_s_vs_q4_1"])]
+        print(f"{r['type']:7} {r['mode']:7} {r['rows']:>7} {r['k']:>5} {r['tokens']:>6} {r['dispatches']:>10} "
+              f"{r['us_per_dispatch']:>11} {r['gmacs']:>8} {r['weight_gb_per_s']:>7} {ratios[0]:>7} "
+              f"{r['gmacs_per_cpu_s']:>10} {ratios[1]:>7}  {r['layout']}")
     device.close()
     return 0
 

@@ -45,8 +45,8 @@ def matmul(rec: Recorder, w: Weight, x: Act, y: Act, *, y_offset: int = 0, mode:
                              XQ8=_wgsl_bool(rec.q8_activations and w.type in QUANTIZED))
     for part in w.parts:
         n_out = glu_rows if mode == GLU else part.rows
-        params = rec.params(w.name, "8If", w.k, n_out, w.row_bytes, x.cols, y.cols, y_offset + part.row_start,
-                            glu_rows, bias_offset + part.row_start, eps)
+        params = rec.params(w.name, "8IfI", w.k, n_out, w.row_bytes, x.cols, y.cols, y_offset + part.row_start,
+                            glu_rows, bias_offset + part.row_start, eps, part.rows)
         rec.add(kernel, (params, rows_from or rec.step, part.buffer, x.buffer, y.buffer, bias or rec.empty(),
                          norm or rec.empty(), part.buffer), (cdiv(n_out, t.wg * t.rows), cdiv(x.rows, t.tokens), 1))
 

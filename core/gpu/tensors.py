@@ -14,7 +14,7 @@ GPU_TYPES = {
     GGMLType.F32: "f32", GGMLType.F16: "f16", GGMLType.BF16: "bf16",
     GGMLType.Q4_0: "q4_0", GGMLType.Q4_1: "q4_1", GGMLType.Q5_0: "q5_0", GGMLType.Q5_1: "q5_1",
     GGMLType.Q8_0: "q8_0", GGMLType.Q2_K: "q2_k", GGMLType.Q3_K: "q3_k", GGMLType.Q4_K: "q4_k",
-    GGMLType.Q5_K: "q5_k", GGMLType.Q6_K: "q6_k",
+    GGMLType.Q5_K: "q5_k", GGMLType.Q6_K: "q6_k", GGMLType.IQ4_NL: "iq4_nl", GGMLType.IQ4_XS: "iq4_xs",
 }
 
 
@@ -25,10 +25,23 @@ class WeightPart:
     rows: int
 
 
-# Types that have a split layout (shaders/rows_split.wgsl): per type, the leading bytes of a block that form its
-# scale word, the byte where its quants start, and its quants in 16-byte groups.
+@dataclass(frozen=True)
+class SplitLayout:
+    """A type's split layout (shaders/rows_split.wgsl): per 32-element block, `quant_vec4s` vec4<u32> of quants and
+    `side_words` u32 words (scales, offsets, high bits), in tiles of SPLIT_TILE rows. The type's shader file says what
+    the words hold and how they are made from the GGUF block (`split_quant`, `split_side`)."""
+
+    quant_vec4s: int
+    side_words: int  # 1, 2 or 4, so a block's side words never straddle a vec4
+
+
+SPLIT_TILE = 8  # rows per tile of the split layout (rows_split.wgsl): a CPU emulator's matmul tile
+
 SPLIT_TYPES = {
-    GGMLType.Q4_0: (2, 2, 1), GGMLType.Q4_1: (4, 4, 1), GGMLType.Q8_0: (2, 2, 2),
+    GGMLType.Q4_0: SplitLayout(1, 1), GGMLType.Q4_1: SplitLayout(1, 1), GGMLType.Q8_0: SplitLayout(2, 1),
+    GGMLType.Q5_0: SplitLayout(1, 2), GGMLType.Q5_1: SplitLayout(1, 2), GGMLType.Q4_K: SplitLayout(1, 2),
+    GGMLType.Q5_K: SplitLayout(1, 4), GGMLType.Q6_K: SplitLayout(1, 4), GGMLType.IQ4_NL: SplitLayout(2, 1),
+    GGMLType.IQ4_XS: SplitLayout(2, 1),
 }
 
 
@@ -119,34 +132,34 @@ def plan_parts(name: str, rows: int, row_bytes: int, max_binding_size: int) -> l
 
 
 def split_row_bytes(ggml_type: GGMLType, k: int) -> int:
-    """Bytes per row in the split layout: the quants of every block, then one scale word per block, padded to 16."""
-    blocks, quant_vec4s = k // 32, SPLIT_TYPES[ggml_type][2]
-    return blocks * quant_vec4s * 16 + -(-blocks * 4 // 16) * 16
+    """Bytes per row in the split layout: the quants of every block, then the side words of every block, padded
+    to 16."""
+    blocks, layout = k // 32, SPLIT_TYPES[ggml_type]
+    return blocks * layout.quant_vec4s * 16 + -(-blocks * layout.side_words * 4 // 16) * 16
 
 
 def split_weight(device: Device, kernels, w: Weight) -> Weight:
     """`w` rewritten on the GPU into the split layout (shaders/rows_split.wgsl), which CPU emulators read with aligned
     vector loads, in new buffers (`w`'s can be dropped). `kernels` is the device's kernel cache (gpu.kernels)."""
-    scale_bytes, quant_offset, quant_vec4s = SPLIT_TYPES[w.type]
     src_row_bytes, dst_row_bytes = w.row_bytes, split_row_bytes(w.type, w.k)
     if dst_row_bytes > device.info.max_binding_size:
         raise ModelTooLargeError(f"one row of '{w.name}' ({dst_row_bytes} bytes) exceeds the adapter's binding "
                                  f"limit ({device.info.max_binding_size} bytes)")
-    kernel = kernels.get("repack_split.wgsl")
-    per_part = device.info.max_binding_size // dst_row_bytes
+    kernel = kernels.get("repack_split.wgsl", QUANT=w.shader)
+    fit = device.info.max_binding_size // dst_row_bytes
     out = Weight(w.name, w.type, w.k, w.rows, [], layout="split")
     dispatches = []
     for src in w.parts:
+        # Whole tiles in every binding but the last, when the rows need several and a tile fits in one.
+        per_part = fit - fit % SPLIT_TILE if SPLIT_TILE <= fit < src.rows else fit
         for first in range(0, src.rows, per_part):
             n = min(per_part, src.rows - first)
             buf = device.buffer(n * dst_row_bytes, f"{w.name}[{src.row_start + first}:+{n}] split")
             out.parts.append(WeightPart(buf, src.row_start + first, n))
-            params = device.buffer(48, f"{w.name}.repack", uniform=True)
-            device.write(params, struct.pack("<12I", w.k // 32, n, src_row_bytes, dst_row_bytes,
-                                             BLOCK_LAYOUT[w.type][1], scale_bytes, quant_offset, quant_vec4s,
-                                             first, 0, 0, 0))
+            params = device.buffer(32, f"{w.name}.repack", uniform=True)
+            device.write(params, struct.pack("<8I", w.k, n, src_row_bytes, dst_row_bytes, first, 0, 0, 0))
             groups = cdiv(n * (w.k // 32), 64)
             grid = (groups, 1, 1) if groups <= 65535 else (65535, cdiv(groups, 65535), 1)
-            dispatches.append(Dispatch(kernel, (params, src.buffer, buf), grid))
+            dispatches.append(Dispatch(kernel, (params, src.buffer, buf, src.buffer), grid))
     device.run(device.program(dispatches))
     return out
