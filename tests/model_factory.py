@@ -48,6 +48,14 @@ def random_blocks(rng: np.random.Generator, qtype: Q, shape: tuple[int, ...], sc
     return blocks.reshape(*shape[:-1], shape[-1] // elems * nbytes)
 
 
+def _file_type(qtype: Q) -> gguf.LlamaFileType:
+    """`general.file_type` for a model mostly of `qtype` (K-quants as their _M mixes, as llama.cpp names them)."""
+    if qtype == Q.F32:
+        return gguf.LlamaFileType.ALL_F32
+    names = gguf.LlamaFileType.__members__
+    return names.get(f"MOSTLY_{qtype.name}") or names[f"MOSTLY_{qtype.name}_M"]
+
+
 def _byte_symbols() -> list[str]:
     """GPT-2's printable stand-ins for the 256 bytes."""
     keep = list(range(33, 127)) + list(range(161, 173)) + list(range(174, 256))
@@ -154,8 +162,7 @@ def write_model(path: Path, *, arch: str = "llama", label: str | None = None, qt
             scale = context_length / original_context
             w.add_rope_scaling_attn_factors(math.sqrt(1 + math.log(scale) / math.log(original_context))
                                             if scale > 1 else 1.0)
-    w.add_file_type(gguf.LlamaFileType.ALL_F32 if qtype == Q.F32 else
-                    gguf.LlamaFileType.MOSTLY_F16 if qtype == Q.F16 else gguf.LlamaFileType[f"MOSTLY_{qtype.name}"])
+    w.add_file_type(_file_type(qtype))
     w.add_quantization_version(gguf.GGML_QUANT_VERSION)
 
     w.add_tokenizer_model("gpt2")
