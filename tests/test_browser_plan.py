@@ -57,3 +57,16 @@ def test_adapter_description_becomes_adapter_info():
     info = adapter_info(gpu)
     assert not info.software and info.f16 and not info.subgroups
     assert adapter_info({**gpu, "isFallbackAdapter": True}).software
+
+
+def test_the_page_and_python_know_the_same_software_adapters():
+    """The page decides before Python starts (web/adapter.js); both lists must name the same emulators."""
+    import re
+    from pathlib import Path
+
+    from llmchat.gpu.device import SOFTWARE_ADAPTERS, is_software_adapter
+    source = (Path(__file__).resolve().parent.parent / "web" / "adapter.js").read_text()
+    listed = re.search(r"SOFTWARE_ADAPTERS = \[([^\]]*)\]", source).group(1)
+    assert tuple(re.findall(r'"([^"]+)"', listed)) == SOFTWARE_ADAPTERS
+    assert is_software_adapter("llvmpipe (LLVM 15.0.6, 256 bits)") and is_software_adapter("x", fallback=True)
+    assert not is_software_adapter("NVIDIA H200")

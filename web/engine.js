@@ -11,6 +11,7 @@
 // no WebGPU or only a software adapter. Without WebGPU and without an endpoint, createEngine rejects with a
 // clear message (error.code "no-webgpu") before anything is downloaded.
 
+import { isSoftwareAdapter } from "./adapter.js";
 import { resolveModelURL } from "./hub.js";
 
 const here = (path) => new URL(path, import.meta.url).href;
@@ -29,8 +30,7 @@ export async function probeWebGPU() {
     const adapter = await navigator.gpu.requestAdapter();
     if (!adapter) return { kind: "none", reason: "WebGPU is present but offers no GPU adapter." };
     const info = adapter.info || {};
-    const software = info.isFallbackAdapter ||
-      /swiftshader|llvmpipe|lavapipe|warp/i.test(`${info.vendor} ${info.architecture} ${info.description}`);
+    const software = isSoftwareAdapter(info);
     return { kind: software ? "software" : "gpu", info };
   } catch (error) {
     return { kind: "none", reason: `WebGPU failed: ${error.message}` };

@@ -16,6 +16,7 @@
 // arrives, judge the model from its header against the adapter's limits, check the storage quota, download the
 // rest into OPFS (model-store.js) and stream it into GPU buffers. Later loads find the file in OPFS.
 
+import { isSoftwareAdapter } from "./adapter.js";
 import { requestGPU } from "./gpu.js";
 import { ModelError, ModelStore } from "./model-store.js";
 
@@ -50,8 +51,7 @@ async function load({ model, integrity, context = 2048, pyodideURL, distURL }) {
   bridge.onlost = (reason) => post({ type: "error", code: "device-lost", message: lostMessage(reason) });
   self.llmchatGPU = bridge;
   const adapter = bridge.describe();
-  const software = adapter.isFallbackAdapter || /swiftshader|llvmpipe|lavapipe|warp/i.test(
-    `${adapter.vendor} ${adapter.architecture} ${adapter.description}`);
+  const software = isSoftwareAdapter(adapter);
   if (software) {
     post({ type: "warning", code: "software-adapter", message: "No hardware GPU is available to this page: " +
       "WebGPU runs on the CPU here (" + (adapter.architecture || adapter.description || "software") + "), so " +

@@ -21,11 +21,8 @@ from __future__ import annotations
 from array import array
 
 from ..errors import DeviceLostError, GPUError, ModelTooLargeError, NoAdapterError, ShaderError
-from .device import AdapterInfo, Buffer, Device, Dispatch, Kernel, Program, View
+from .device import AdapterInfo, Buffer, Device, Dispatch, Kernel, Program, View, is_software_adapter
 from .kernels import binding_kinds
-
-# Names of software adapters: correct but slow, and users deserve to be told.
-_SOFTWARE = ("swiftshader", "llvmpipe", "lavapipe", "warp", "softpipe", "basic render")
 
 
 def _round4(n: int) -> int:
@@ -36,8 +33,8 @@ def adapter_info(raw: dict, max_binding_size: int | None = None) -> AdapterInfo:
     """AdapterInfo from the bridge's description of the adapter (web/gpu.js `describe`)."""
     limits = raw["limits"]
     features = set(raw["features"])
-    text = " ".join(str(raw.get(k, "")) for k in ("vendor", "architecture", "device", "description")).lower()
-    software = bool(raw.get("isFallbackAdapter")) or any(s in text for s in _SOFTWARE)
+    text = " ".join(str(raw.get(k, "")) for k in ("vendor", "architecture", "device", "description"))
+    software = is_software_adapter(text, fallback=bool(raw.get("isFallbackAdapter")))
     binding = int(limits["maxStorageBufferBindingSize"])
     if max_binding_size is not None:
         binding = min(binding, max_binding_size)

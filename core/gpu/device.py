@@ -12,6 +12,17 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 
 
+# Names by which CPU emulations of WebGPU describe themselves (web/gpu.js `isSoftwareAdapter` holds the same list
+# for the page, which must decide before Python starts; a test keeps the two equal).
+SOFTWARE_ADAPTERS = ("swiftshader", "llvmpipe", "lavapipe", "warp", "softpipe", "basic render")
+
+
+def is_software_adapter(description: str, fallback: bool = False) -> bool:
+    """Whether an adapter is a CPU emulation (correct but slow): the API says so, or its description names one."""
+    text = description.lower()
+    return fallback or any(name in text for name in SOFTWARE_ADAPTERS)
+
+
 # Offsets of bindings within one buffer are multiples of this (WebGPU's largest minimum offset alignment, bytes).
 BINDING_ALIGN = 256
 

@@ -4,11 +4,8 @@ from __future__ import annotations
 import os
 
 from ..errors import DeviceLostError, GPUError, NoAdapterError, ShaderError
-from .device import AdapterInfo, Buffer, Device, Dispatch, Kernel, Program, View
+from .device import AdapterInfo, Buffer, Device, Dispatch, Kernel, Program, View, is_software_adapter
 from .kernels import binding_kinds
-
-# Names of software adapters: correct but slow, and users deserve to be told.
-_SOFTWARE = ("llvmpipe", "lavapipe", "swiftshader", "warp", "softpipe")
 
 
 def _round4(n: int) -> int:
@@ -49,7 +46,7 @@ class NativeDevice(Device):
         self._device = adapter.request_device_sync(required_features=features, required_limits=want)
         info = adapter.info
         name = info.get("device", "") or info.get("description", "") or "unknown"
-        software = info.get("adapter_type", "").upper() == "CPU" or any(s in name.lower() for s in _SOFTWARE)
+        software = is_software_adapter(name, fallback=info.get("adapter_type", "").upper() == "CPU")
         binding = want["max-storage-buffer-binding-size"]
         if max_binding_size is not None:
             binding = min(binding, max_binding_size)
