@@ -166,8 +166,10 @@ class LLM:
         common = self.engine.kv.truncate(self._chat_slot, common)
         self._chat_tokens = ids[:common]
         seq.start(self._chat_slot, common)
-        yield from self._run(seq)
-        self._chat_tokens = seq.tokens[:seq.pos]
+        for event in self._run(seq):
+            if event.finish_reason is not None:  # before the last event: a caller may stop reading at it
+                self._chat_tokens = seq.tokens[:seq.pos]
+            yield event
 
     def reset_chat(self) -> None:
         if self._chat_slot is not None:

@@ -37,6 +37,7 @@ class MemoryPlan:
     kv_positions: int  # positions the KV cache holds, all sequences together
     step_tokens: int  # tokens one forward step takes
     weights: int  # bytes on the GPU, in the layout this adapter gets
+    upload: int  # bytes of the file that go to the GPU (weights are read as stored, then maybe repacked there)
     kv_cache: int
     activations: int  # one step's activations, logits rows and top-k candidates
     largest_binding: int  # the largest single buffer binding
@@ -48,9 +49,9 @@ class MemoryPlan:
 
     def as_dict(self) -> dict:
         return {"arch": self.arch, "context": self.context, "kv_positions": self.kv_positions,
-                "step_tokens": self.step_tokens, "weights": self.weights, "kv_cache": self.kv_cache,
-                "activations": self.activations, "total": self.total, "largest_binding": self.largest_binding,
-                "kernels": list(self.kernels)}
+                "step_tokens": self.step_tokens, "weights": self.weights, "upload": self.upload,
+                "kv_cache": self.kv_cache, "activations": self.activations, "total": self.total,
+                "largest_binding": self.largest_binding, "kernels": list(self.kernels)}
 
 
 def activation_bytes(spec: ActivationSpec, step_tokens: int) -> int:
@@ -87,7 +88,7 @@ def plan_memory(gguf: GGUFFile, info: AdapterInfo, *, context: int, n_slots: int
     weight_parts = [p.buffer.size for w in loader.weights.values() for p in w.parts]
     largest = max([*kv_layers, *acts, logits, *weight_parts])
     plan = MemoryPlan(arch=config.arch, context=context, kv_positions=kv_positions, step_tokens=step,
-                      weights=loader.bytes, kv_cache=2 * sum(kv_layers), activations=activations,
+                      weights=loader.bytes, upload=loader.file_bytes, kv_cache=2 * sum(kv_layers), activations=activations,
                       largest_binding=largest,
                       kernels=tuple(sorted({f"{w.shader}/{w.layout}" for w in loader.weights.values()})))
     problems = []

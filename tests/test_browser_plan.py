@@ -19,7 +19,7 @@ def model(smollm2_path):
 
 def test_smollm2_fits_a_phone_class_adapter(model):
     need = plan(model, PHONE, context=2048, gpu_budget=2 << 30)
-    assert need["weights"] == sum(t.nbytes for t in model.tensors.values())
+    assert need["weights"] == need["upload"] == sum(t.nbytes for t in model.tensors.values())
     # 30 layers x (K + V) x 2048 positions x 3 KV heads x 64 dims x 4 bytes
     assert need["kv_cache"] == 30 * 2 * 2048 * 3 * 64 * 4
     assert need["total"] == need["weights"] + need["kv_cache"] + need["activations"]
@@ -70,3 +70,11 @@ def test_the_page_and_python_know_the_same_software_adapters():
     assert tuple(re.findall(r'"([^"]+)"', listed)) == SOFTWARE_ADAPTERS
     assert is_software_adapter("llvmpipe (LLVM 15.0.6, 256 bits)") and is_software_adapter("x", fallback=True)
     assert not is_software_adapter("NVIDIA H200")
+
+
+def test_a_cpu_emulator_holds_weights_repacked_but_reads_the_file_once(model):
+    """On software adapters weights are repacked on the GPU (the split layout): more GPU bytes, same upload."""
+    swiftshader = AdapterInfo(name="SwiftShader", backend="browser/webgpu", software=True, max_binding_size=1 << 30)
+    need = plan(model, swiftshader, context=512)
+    assert need["upload"] == sum(t.nbytes for t in model.tensors.values()) < need["weights"]
+    assert "q4_1/split" in need["kernels"]

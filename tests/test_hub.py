@@ -36,7 +36,8 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, bytes]:
     return {
         "tiny-Q8_0.gguf": write_model(d / "q8.gguf").read_bytes(),
         "tiny-Q4_0.gguf": write_model(d / "q4.gguf", qtype=__import__("gguf").GGMLQuantizationType.Q4_0).read_bytes(),
-        "gemma-Q4_K_M.gguf": write_model(d / "gemma.gguf", arch="gemma3").read_bytes(),
+        # an architecture this version does not run, so `list` has a reason to show
+        "gemma-Q4_K_M.gguf": write_model(d / "gemma.gguf", arch="llama", label="olmo2").read_bytes(),
         "plain-Q4_K_M.gguf": write_gguf(d / "plain.gguf").read_bytes(),
         **{f"Q4_K_M/{p.name}": p.read_bytes() for p in split},
     }
@@ -252,7 +253,7 @@ def test_list_shows_both_caches_with_header_facts(hub, home, files) -> None:
     mine = rows["mine.gguf"]
     assert (mine["source"], mine["quant"], mine["runs"]) == ("llmchat", "Q4_0", True)
     gemma = rows["hf://org/default-GGUF/gemma-Q8_0.gguf"]
-    assert gemma["architecture"] == "gemma3" and not gemma["runs"] and "'gemma3' is not supported" in gemma["problem"]
+    assert gemma["architecture"] == "olmo2" and not gemma["runs"] and "'olmo2' is not supported" in gemma["problem"]
     split = rows["hf://org/split-GGUF/Q4_K_M/split-Q4_K_M-00001-of-00003.gguf"]
     assert split["files"] == 3 and split["size"] == sum(len(v) for k, v in files.items() if k.startswith("Q4_K_M/"))
     assert not split["runs"]  # a valid GGUF, but not a model (no architecture keys)

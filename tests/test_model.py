@@ -96,7 +96,11 @@ def test_chat_reuses_the_conversation_cache(tmp_path, device):
     path = write_model(tmp_path / "m.gguf", qtype=Q.Q8_0)
     llm = LLM(str(path), device=device, context=256)
     messages = [{"role": "user", "content": "hello there"}]
-    first = list(llm.chat(messages, max_tokens=6))
+    first = []
+    for event in llm.chat(messages, max_tokens=6):  # stop reading at the finish, as the browser worker does
+        first.append(event)
+        if event.finish_reason is not None:
+            break
     assert first[-1].usage["cached_tokens"] == 0
     reply = "".join(e.text for e in first)
     messages += [{"role": "assistant", "content": reply}, {"role": "user", "content": "the hell"}]

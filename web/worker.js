@@ -75,7 +75,7 @@ async function load({ model, integrity, context = 2048, pyodideURL, distURL }) {
   const budget = gpuBudget();
   const plan = JSON.parse(await runtime.check.callPromising(store, bridge, context, budget));
   lap("check_s");
-  store.loadTotal = plan.weights;
+  store.loadTotal = plan.upload;  // bytes read from the file (the GPU may hold them repacked, larger)
   await store.checkQuota();
   if (!store.complete) post({ type: "status", text: "Downloading the model" });
   await store.download();

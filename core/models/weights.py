@@ -26,7 +26,8 @@ class WeightLoader:
         self.split = chosen.split_weights
         self.fold_norms = chosen.fold_norms
         self.kernels = Kernels(device) if device is not None and self.split else None
-        self.bytes = 0
+        self.bytes = 0  # on the GPU, in the layout this adapter gets
+        self.file_bytes = 0  # read from the file (what a load's progress counts)
         self.weights: dict[str, Weight] = {}  # what each matmul reads, by its tensor names
         self._read: set[str] = set()  # every tensor the model asked for
 
@@ -73,6 +74,7 @@ class WeightLoader:
             if split:
                 w = split_weight(self.device, self.kernels, w)
         self.bytes += w.nbytes
+        self.file_bytes += sum(i.nbytes for i in infos)
         self.weights[name] = w
         return w
 
@@ -111,6 +113,7 @@ class WeightLoader:
         infos = [self._info(n) for n in names]
         size = sum(i.nbytes for i in infos)
         self.bytes += size
+        self.file_bytes += size
         if self.planning:
             return Buffer(size, names[0], None)
         buf = self.device.buffer(size, names[0])
