@@ -3,14 +3,14 @@
 A model file defines a config (a frozen `ModelConfig` subclass built from GGUF metadata) and a model class
 registered under its `general.architecture` names with `@register`. The class is built from a `WeightLoader`
 (llmchat.models.weights), which either uploads tensors or only plans their sizes, so the same constructor answers
-"what does this model need" before anything is downloaded and builds the real thing after. Beyond that the engine
-sees four things:
+"what does this model need" before anything is downloaded and builds the real thing after (the loader keeps the
+weights it handed out, by tensor names, for reports). Beyond that the engine sees:
 
 - `activations()`: the buffers one forward step needs, by name and width; the engine allocates them for its
   largest step and hands them back, cut to each program's rows, as an `Activations`;
 - `kv_widths()`: per layer, how many f32 values one position keeps in each of the K and V caches (0: none);
 - `record(rec, acts, kv, logits, context)`: the forward pass as dispatches, recorded once per step shape;
-- `weight_bytes` and `weights` (name → uploaded or planned `Weight`) for reports.
+- `config` and `weight_bytes`.
 """
 from __future__ import annotations
 
@@ -58,8 +58,10 @@ class Activations:
 
 
 class Model(Protocol):
-    """What the engine may use of a model (see the module docstring)."""
+    """What the engine may use of a model (see the module docstring). The class also names its config type as
+    `Config`, which the registry uses to parse metadata."""
 
+    Config: ClassVar[type[ModelConfig]]
     config: ModelConfig
     weight_bytes: int
 
@@ -69,8 +71,3 @@ class Model(Protocol):
 
     def record(self, rec: Recorder, acts: Activations, kv, logits: Act, context: int | None = None) -> None: ...
 
-
-class ModelFile(Protocol):
-    """A registered model class."""
-
-    Config: ClassVar[type[ModelConfig]]
