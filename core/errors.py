@@ -66,3 +66,17 @@ class InvalidRequestError(LLMChatError, ValueError):
 
 class ContextOverflowError(InvalidRequestError):
     """A prompt plus requested tokens do not fit the context window (we never truncate silently)."""
+
+
+class GrammarError(InvalidRequestError):
+    """A grammar, regex or JSON schema that constrains a reply cannot be used: it does not parse, names an undefined
+    rule, or can match nothing. The message says where."""
+
+
+class UnsupportedSchemaError(GrammarError):
+    """A JSON schema uses keywords that constrain a document in ways no grammar here enforces. `keywords` names
+    them (JSON-pointer paths), so the caller can remove them rather than have them silently ignored."""
+
+    def __init__(self, message: str, keywords: list[str]):
+        super().__init__(message)
+        self.keywords = keywords
