@@ -147,3 +147,10 @@ class Engine:
             i += k
         return result
 
+    def logits_row(self, index: int) -> array:
+        """Output row `index` of the last step, read back on demand. A step that returned only top-k candidates
+        leaves every row on the GPU until the next step, so a caller whose candidates fall short (a grammar that
+        allows none of them) reads the one row it needs instead of every step reading them all."""
+        vocab = self.config.vocab_size
+        return array("f", self.device.read(self.logits.buffer, index * vocab * 4, vocab * 4))
+

@@ -2,9 +2,10 @@
 
 The chain runs in llama.cpp's default order (the parts of it we offer):
 
-    penalties → top-k → top-p → min-p → temperature → draw
+    logit bias and penalties → grammar mask → top-k → top-p → min-p → temperature → draw
 
-so top-p and min-p judge tokens by their probability at temperature 1 (top-p renormalised over what top-k kept,
+A grammar mask (constrained decoding) removes the tokens the grammar does not allow before any truncation, so
+top-k counts allowed tokens only. So top-p and min-p judge tokens by their probability at temperature 1 (top-p renormalised over what top-k kept,
 as llama.cpp does), and temperature only reshapes the odds among the survivors. Temperature 0 short-circuits the
 chain to the arg-max of the penalised logits, lowest id on ties: every truncation step keeps the most likely
 token, so nothing else could change the answer.
@@ -36,7 +37,7 @@ import math
 import random
 from bisect import bisect_right
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import accumulate, compress, repeat
 from operator import ge, sub, truediv
@@ -65,6 +66,7 @@ class SamplingParams:
     presence_penalty    OpenAI's: subtracted once from the logit of every seen token.
     frequency_penalty   OpenAI's: subtracted from a seen token's logit once per occurrence.
     penalty_last_n      how many of the most recent tokens count as seen; -1 means all, 0 disables penalties.
+    logit_bias          OpenAI's: token id -> a number in [-100, 100] added to that token's logit (-100 bans it).
     seed                seeds this sequence's generator; None draws a seed from the operating system.
     """
 
@@ -76,6 +78,7 @@ class SamplingParams:
     presence_penalty: float = 0.0
     frequency_penalty: float = 0.0
     penalty_last_n: int = 64
+    logit_bias: Mapping[int, float] | None = None
     seed: int | None = None
 
     def validate(self) -> None:
@@ -92,6 +95,9 @@ class SamplingParams:
         _require(_is_real(self.frequency_penalty), "frequency_penalty", "a finite number", self.frequency_penalty)
         _require(_is_int(self.penalty_last_n) and self.penalty_last_n >= -1,
                  "penalty_last_n", "an integer >= -1 (-1 means the whole history)", self.penalty_last_n)
+        _require(self.logit_bias is None or (isinstance(self.logit_bias, Mapping) and all(
+            _is_int(t) and t >= 0 and _is_real(b) and -100 <= b <= 100 for t, b in self.logit_bias.items())),
+            "logit_bias", "a mapping of token ids to numbers in [-100, 100]", self.logit_bias)
         _require(self.seed is None or _is_int(self.seed), "seed", "an integer or None", self.seed)
 
     @property
@@ -105,10 +111,10 @@ class SamplingParams:
     def needs_full_logits(self) -> bool:
         """Whether sampling may keep tokens outside the GPU's candidate set, so the whole row must be read back.
 
-        Penalties can lift or sink any seen token past the candidates' edge; a draw without a small top-k can
-        land anywhere in the vocabulary.
+        Penalties and logit bias can lift or sink any token past the candidates' edge; a draw without a small
+        top-k can land anywhere in the vocabulary.
         """
-        if self.uses_penalties:
+        if self.uses_penalties or self.logit_bias:
             return True
         return self.temperature > 0 and not 0 < self.top_k <= MAX_GPU_CANDIDATES
 
@@ -140,6 +146,9 @@ class Sampler:
         params.validate()
         if not _is_int(vocab_size) or vocab_size < 1:
             raise ValueError(f"vocab_size must be an integer >= 1, got {vocab_size!r}")
+        bad = [t for t in params.logit_bias or () if t >= vocab_size]
+        if bad:
+            raise InvalidRequestError(f"logit_bias names token {bad[0]}, outside the vocabulary (0..{vocab_size - 1})")
         self.params = params
         self.vocab_size = vocab_size
         self._rng = random.Random(params.seed)
@@ -178,10 +187,12 @@ class Sampler:
             token, logit = kept_ids[chosen], kept_logits[chosen]
         return token, logit - row_max - math.log(row_sumexp)
 
-    def sample_full(self, logits: Sequence[float], history: Sequence[int]) -> tuple[int, float]:
+    def sample_full(self, logits: Sequence[float], history: Sequence[int],
+                    allowed: Collection[int] | None = None) -> tuple[int, float]:
         """Pick a token from a whole row of logits (a list, or an array('f') as read back from the GPU).
 
         history: the tokens the penalties may look at, oldest first; the last `penalty_last_n` of them count.
+        allowed: the only tokens that may be picked (a grammar's mask), or None for all.
         Returns the token and its log-probability under the model's own distribution, as `sample_candidates`.
         """
         if len(logits) != self.vocab_size:
@@ -189,6 +200,8 @@ class Sampler:
         raw = logits if isinstance(logits, list) else list(logits)
         log_norm = _log_sum_exp(raw)  # first: it also rejects NaN, +inf and rows with nothing to sample
         row = self._penalized(raw, history)
+        if allowed is not None:
+            row = _masked(row, allowed)
         params = self.params
         if params.temperature == 0:
             token = row.index(max(row))  # index() finds the first maximum: the lowest id on ties
@@ -251,15 +264,19 @@ class Sampler:
                 )
 
     def _penalized(self, raw: list[float], history: Sequence[int]) -> list[float]:
-        """The row after repetition, presence and frequency penalties; `raw` itself when none apply."""
+        """The row after logit bias and repetition, presence and frequency penalties; `raw` itself when none
+        apply."""
         params = self.params
-        if not params.uses_penalties:
-            return raw
-        window = history if params.penalty_last_n == -1 else history[-params.penalty_last_n:]
-        counts = Counter(window)
-        if not counts:
+        bias = params.logit_bias
+        if not (params.uses_penalties or bias):
             return raw
         row = raw.copy()
+        for token, value in (bias or {}).items():
+            row[token] += value
+        if not params.uses_penalties:
+            return row
+        window = history if params.penalty_last_n == -1 else history[-params.penalty_last_n:]
+        counts = Counter(window)
         vocab_size = self.vocab_size
         repetition = params.repetition_penalty
         for token, count in counts.items():
@@ -347,6 +364,17 @@ def _top_p_cut(ranked_logits: list[float], top_p: float, total: float) -> int | 
         if cumulative >= target:
             return count
     return None
+
+
+def _masked(row: list[float], allowed: Collection[int]) -> list[float]:
+    """The row with every token outside `allowed` at -inf (weight 0: never kept, never drawn)."""
+    size = len(row)
+    if len(allowed) * 4 < size:  # few allowed (a grammar between values): build from them
+        out = [-math.inf] * size
+        for token in allowed:
+            out[token] = row[token]
+        return out
+    return [logit if token in allowed else -math.inf for token, logit in enumerate(row)]
 
 
 def _in_id_order(ids: list[int], logits: list[float]) -> tuple[list[int], list[float]]:

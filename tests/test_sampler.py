@@ -130,6 +130,8 @@ def realistic_row(vocab_size: int, seed: int) -> list[float]:
         ("presence_penalty", math.nan), ("frequency_penalty", -math.inf),
         ("penalty_last_n", -2), ("penalty_last_n", 1.5),
         ("seed", 1.5), ("seed", "42"),
+        ("logit_bias", {1: 101}), ("logit_bias", {1: -math.inf}), ("logit_bias", {"1": 5}), ("logit_bias", {-1: 5}),
+        ("logit_bias", [1, 2]),
     ],
 )
 def test_invalid_parameters_are_refused_by_name(field: str, value: object) -> None:
@@ -170,11 +172,47 @@ def test_vocab_size_must_be_positive() -> None:
         (SamplingParams(temperature=0.8, top_k=MAX_GPU_CANDIDATES), False, MAX_GPU_CANDIDATES),
         (SamplingParams(temperature=0.8, top_k=MAX_GPU_CANDIDATES + 1), True, 0),
         (SamplingParams(temperature=0.8, top_k=40, presence_penalty=0.1), True, 0),
+        (SamplingParams(logit_bias={3: -100}), True, 0),
+        (SamplingParams(logit_bias={}), False, 1),
     ],
 )
 def test_which_parameters_need_the_full_row(params: SamplingParams, needs_full: bool, k: int) -> None:
     assert params.needs_full_logits is needs_full
     assert params.candidates_k == k
+
+
+# --- logit bias and masks --------------------------------------------------------------------------------------
+
+
+def test_logit_bias_moves_the_choice_but_not_the_reported_logprob() -> None:
+    row = [0.0, 5.0, 4.0, 1.0]
+    banned = Sampler(SamplingParams(logit_bias={1: -100}), vocab_size=4)
+    token, logprob = banned.sample_full(row, [])
+    assert token == 2 and logprob == pytest.approx(log_softmax(row)[2])
+    lifted, _ = Sampler(SamplingParams(logit_bias={3: 4.5}), vocab_size=4).sample_full(row, [])
+    assert lifted == 3
+    assert row == [0.0, 5.0, 4.0, 1.0]
+
+
+def test_logit_bias_naming_a_token_outside_the_vocabulary_is_refused() -> None:
+    with pytest.raises(ValueError, match="logit_bias names token 9"):
+        Sampler(SamplingParams(logit_bias={9: 1.0}), vocab_size=4)
+
+
+@pytest.mark.parametrize("allowed", [{2}, {0, 3}, set(range(1, 40)), set(range(50)) - {7}])
+@pytest.mark.parametrize("params", [SamplingParams(), SamplingParams(temperature=1.0, seed=3),
+                                    SamplingParams(temperature=0.7, top_k=5, top_p=0.9, seed=4)])
+def test_a_mask_limits_every_choice_to_the_allowed_tokens(allowed: set[int], params: SamplingParams) -> None:
+    rng = random.Random(0)
+    sampler = Sampler(params, vocab_size=50)
+    for _ in range(200):
+        row = [rng.gauss(0, 3) for _ in range(50)]
+        token, logprob = sampler.sample_full(row, [], allowed)
+        assert token in allowed
+        assert logprob == pytest.approx(log_softmax(row)[token])  # the model's own distribution
+    if params.temperature == 0:
+        row = [float(i) for i in range(50)]
+        assert sampler.sample_full(row, [], allowed)[0] == max(allowed)
 
 
 # --- greedy -----------------------------------------------------------------------------------------------------
