@@ -239,7 +239,8 @@ def _check(parsed: gbnf.ParsedGrammar, root: str) -> None:
     cycle = _left_recursion(rules)
     if cycle:
         names = [_user_name(n) for n in cycle]
-        path = " -> ".join(n for i, n in enumerate(names) if i == 0 or n != names[i - 1])
+        steps = [n for i, n in enumerate(names) if i == 0 or n != names[i - 1]]
+        path = " -> ".join(steps + [steps[0]] if len(steps) == 1 else steps)
         first = names[0]
         where = parsed.defined_at.get(first)
         raise GrammarError(f"grammar: rule '{first}' is left-recursive ({path}): it can reach itself without "
