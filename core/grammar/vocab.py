@@ -11,6 +11,7 @@ import threading
 import weakref
 from array import array
 from bisect import bisect_left
+import heapq
 from collections import OrderedDict
 from collections.abc import Iterator
 
@@ -21,33 +22,41 @@ _CACHE_IDS = 16_000_000  # token ids held by the allowed-set cache of one vocabu
 
 
 class AllowedSet:
-    """Token ids a grammar state allows, in id order. `bitset()` is the GPU mask: bit i of byte i//8 = token i."""
+    """Token ids a grammar state allows, in id order. `bitset()` is the GPU mask: bit i of byte i//8 = token i.
 
-    __slots__ = ("_ids", "_n_vocab", "_bits")
+    It may extend a shared `base` set (the tokens allowed whatever the enclosing context) by a few `ids` of its
+    own, disjoint from the base."""
 
-    def __init__(self, ids: array, n_vocab: int) -> None:
-        self._ids = ids          # sorted, unique
+    __slots__ = ("_ids", "_base", "_n_vocab", "_bits")
+
+    def __init__(self, ids: array, n_vocab: int, base: AllowedSet | None = None) -> None:
+        self._ids = ids          # sorted, unique, none of them in base
+        self._base = base
         self._n_vocab = n_vocab
         self._bits: bytes | None = None
 
     def __contains__(self, token: object) -> bool:
         ids = self._ids
         i = bisect_left(ids, token)  # type: ignore[call-overload]
-        return i < len(ids) and ids[i] == token
+        if i < len(ids) and ids[i] == token:
+            return True
+        return self._base is not None and token in self._base
 
     def __len__(self) -> int:
-        return len(self._ids)
+        return len(self._ids) + (len(self._base) if self._base is not None else 0)
 
     def __iter__(self) -> Iterator[int]:
-        return iter(self._ids)
+        if self._base is None:
+            return iter(self._ids)
+        return heapq.merge(self._base, self._ids)
 
     def __repr__(self) -> str:
-        return f"AllowedSet({len(self._ids)} of {self._n_vocab} tokens)"
+        return f"AllowedSet({len(self)} of {self._n_vocab} tokens)"
 
     def bitset(self) -> bytes:
         bits = self._bits
         if bits is None:
-            out = bytearray((self._n_vocab + 7) >> 3)
+            out = bytearray(self._base.bitset()) if self._base is not None else bytearray((self._n_vocab + 7) >> 3)
             for t in self._ids:
                 out[t >> 3] |= 1 << (t & 7)
             bits = self._bits = bytes(out)
@@ -87,6 +96,7 @@ class VocabIndex:
         self._cache: OrderedDict = OrderedDict()
         self._cache_ids = cache_ids
         self._cached_ids = 0
+        self._sizes: dict[tuple, int] = {}
         self._lock = threading.Lock()
         self.stats = {"hits": 0, "misses": 0}
 
@@ -129,6 +139,15 @@ class VocabIndex:
             prev = piece
         while path:
             node_end[path.pop()] = len(node_byte)
+        # Tokens in preorder: those of node i's subtree are order_ids[node_first[i]:node_first[node_end[i]]].
+        node_first: list[int] = []
+        order_ids: list[int] = []
+        for toks in node_tokens:
+            node_first.append(len(order_ids))
+            order_ids.extend(toks)
+        node_first.append(len(order_ids))
+        self._node_first = node_first
+        self._order_ids = order_ids
         self._node_byte = node_byte
         self._node_depth = node_depth
         self._node_end = node_end
@@ -161,30 +180,61 @@ class VocabIndex:
     def allowed(self, matcher: Matcher) -> AllowedSet:
         """Every token the grammar accepts next (EOS/EOG excluded unless the grammar names them)."""
         state = matcher.state
-        key = (matcher.grammar, state.stacks)
-        cache = self._cache
-        hit = cache.get(key)
+        grammar = matcher.grammar
+        key = (grammar, state.stacks)
+        hit = self._cache.get(key)
         if hit is not None:
             self.stats["hits"] += 1
-            with self._lock:
-                if key in cache:
-                    cache.move_to_end(key)
+            self._touch(key)
             return hit
         self.stats["misses"] += 1
-        result = AllowedSet(self._walk(state, matcher.grammar), self.vocab_size)
-        with self._lock:
-            if key not in cache:
-                cache[key] = result
-                self._cached_ids += len(result)
-                while self._cached_ids > self._cache_ids and len(cache) > 1:
-                    _, old = cache.popitem(last=False)
-                    self._cached_ids -= len(old)
+        rel = state.relative()
+        if rel is state:
+            base, uncertain = self._walk(state, relative=False)
+        else:
+            rkey = (grammar, rel.stacks, "relative")
+            entry = self._cache.get(rkey)
+            if entry is None:
+                entry = self._walk(rel, relative=True)
+                self._store(rkey, entry, len(entry[0]) + len(entry[1]))
+            else:
+                self._touch(rkey)
+            base, uncertain = entry
+        # Tokens that reach into the enclosing context are checked against the whole state, one by one.
+        symbols = self._symbols
+        extra = [t for t in uncertain if _accepts(state, symbols[t])]  # type: ignore[arg-type]
+        for tid in grammar.special_ids:
+            if 0 <= tid < self.vocab_size and state.advance(256 + tid) is not None and tid not in base:
+                extra.append(tid)
+        result = base if not extra else AllowedSet(array("i", sorted(set(extra))), self.vocab_size, base)
+        self._store(key, result, len(extra) + (len(base) if rel is state else 0))
         return result
 
-    def _walk(self, state: State, grammar: Grammar) -> array:
+    def _touch(self, key: tuple) -> None:
+        with self._lock:
+            if key in self._cache:
+                self._cache.move_to_end(key)
+
+    def _store(self, key: tuple, value: object, size: int) -> None:
+        with self._lock:
+            cache = self._cache
+            if key in cache:
+                return
+            cache[key] = value
+            self._sizes[key] = size
+            self._cached_ids += size
+            while self._cached_ids > self._cache_ids and len(cache) > 1:
+                old, _ = cache.popitem(last=False)
+                self._cached_ids -= self._sizes.pop(old, 0)
+
+    def _walk(self, state: State, relative: bool) -> tuple[AllowedSet, tuple[int, ...]]:
+        """(tokens whose bytes `state` accepts, tokens left undecided), walking the trie in preorder. With
+        `relative`, a node where some parse pops into the context below leaves its subtree undecided."""
         out: list[int] = []
+        uncertain: list[int] = []
         node_byte, node_depth, node_end, node_tokens = (self._node_byte, self._node_depth, self._node_end,
                                                         self._node_tokens)
+        node_first, order_ids = self._node_first, self._order_ids
         states: list = [state] * (self._max_depth + 1)
         n = len(node_byte)
         i = 0
@@ -198,15 +248,26 @@ class VocabIndex:
             if nxt is None:
                 i = node_end[i]
                 continue
-            states[d] = nxt
             toks = node_tokens[i]
             if toks:
                 out.extend(toks)
+            if relative and nxt.can_end:
+                end = node_end[i]
+                uncertain.extend(order_ids[node_first[i + 1]:node_first[end]])
+                i = end
+                continue
+            states[d] = nxt
             i += 1
-        named = [tid for tid in grammar.special_ids
-                 if 0 <= tid < self.vocab_size and state.advance(256 + tid) is not None]
-        if named:
-            out = sorted(set(out).union(named))
-        else:
-            out.sort()
-        return array("i", out)
+        out.sort()
+        return AllowedSet(array("i", out), self.vocab_size), tuple(uncertain)
+
+
+def _accepts(state: State, symbols: bytes) -> bool:
+    for b in symbols:
+        nxt = state.next[b] if b < 256 else _UNSET
+        if nxt is _UNSET:
+            nxt = state.advance(b)
+        if nxt is None:
+            return False
+        state = nxt
+    return True
