@@ -121,7 +121,7 @@ def main() -> None:
             lc.llama_sampler_free(smpl)
         walks.append({"name": name, "grammar": text, "text": doc, "tokens": ids, "states": states})
     OUT.write_text(json.dumps({"llama_cpp_python": lc.__version__, "vocabulary": Path(model_path).name,
-                               "parse": parse, "walks": walks}, indent=0) + "\n")
+                               "parse": parse, "walks": walks}, separators=(",", ":")) + "\n")
     print(f"wrote {OUT}: {len(parse)} grammars, {sum(len(w['states']) for w in walks)} states")
 
 
