@@ -14,6 +14,7 @@ from bisect import bisect_left
 import heapq
 from collections import OrderedDict
 from collections.abc import Iterator
+from itertools import compress
 
 from .grammar import Grammar
 from .matcher import _UNSET, Matcher, State
@@ -148,6 +149,10 @@ class VocabIndex:
         node_first.append(len(order_ids))
         self._node_first = node_first
         self._order_ids = order_ids
+        in_trie = bytearray(len(self._symbols))
+        for tid in order_ids:
+            in_trie[tid] = 1
+        self._in_trie = bytes(in_trie)
         self._node_byte = node_byte
         self._node_depth = node_depth
         self._node_end = node_end
@@ -230,11 +235,10 @@ class VocabIndex:
     def _walk(self, state: State, relative: bool) -> tuple[AllowedSet, tuple[int, ...]]:
         """(tokens whose bytes `state` accepts, tokens left undecided), walking the trie in preorder. With
         `relative`, a node where some parse pops into the context below leaves its subtree undecided."""
-        out: list[int] = []
-        uncertain: list[int] = []
-        node_byte, node_depth, node_end, node_tokens = (self._node_byte, self._node_depth, self._node_end,
-                                                        self._node_tokens)
+        node_byte, node_depth, node_end = self._node_byte, self._node_depth, self._node_end
         node_first, order_ids = self._node_first, self._order_ids
+        cuts: list[int] = []  # [start, stop) ranges of order_ids left out, in increasing order, flattened
+        uncertain: list[int] = []
         states: list = [state] * (self._max_depth + 1)
         n = len(node_byte)
         i = 0
@@ -246,20 +250,43 @@ class VocabIndex:
             if nxt is _UNSET:
                 nxt = parent.advance(b)
             if nxt is None:
-                i = node_end[i]
+                end = node_end[i]
+                cuts.append(node_first[i])
+                cuts.append(node_first[end])
+                i = end
                 continue
-            toks = node_tokens[i]
-            if toks:
-                out.extend(toks)
             if relative and nxt.can_end:
                 end = node_end[i]
-                uncertain.extend(order_ids[node_first[i + 1]:node_first[end]])
+                lo, hi = node_first[i + 1], node_first[end]  # the tokens below node i, not those at it
+                if lo < hi:
+                    uncertain.extend(order_ids[lo:hi])
+                    cuts.append(lo)
+                    cuts.append(hi)
                 i = end
                 continue
             states[d] = nxt
             i += 1
-        out.sort()
-        return AllowedSet(array("i", out), self.vocab_size), tuple(uncertain)
+        return AllowedSet(self._complement(cuts), self.vocab_size), tuple(uncertain)
+
+    def _complement(self, cuts: list[int]) -> array:
+        """Ids of the trie's tokens outside the cut ranges, sorted. Loops in Python only over the smaller side:
+        the kept tokens when few are allowed, the cut ones when most are (a string's content)."""
+        order_ids = self._order_ids
+        removed = sum(cuts[1::2]) - sum(cuts[0::2])
+        if removed * 2 > len(order_ids):
+            out: list[int] = []
+            prev = 0
+            for k in range(0, len(cuts), 2):
+                out.extend(order_ids[prev:cuts[k]])
+                prev = cuts[k + 1]
+            out.extend(order_ids[prev:])
+            out.sort()
+            return array("i", out)
+        flags = bytearray(self._in_trie)
+        for k in range(0, len(cuts), 2):
+            for t in order_ids[cuts[k]:cuts[k + 1]]:
+                flags[t] = 0
+        return array("i", compress(range(self.vocab_size), flags))
 
 
 def _accepts(state: State, symbols: bytes) -> bool:
