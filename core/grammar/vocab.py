@@ -30,11 +30,11 @@ class AllowedSet:
 
     __slots__ = ("_ids", "_base", "_n_vocab", "_bits")
 
-    def __init__(self, ids: array, n_vocab: int, base: AllowedSet | None = None) -> None:
+    def __init__(self, ids: array, n_vocab: int, base: AllowedSet | None = None, bits: bytes | None = None) -> None:
         self._ids = ids          # sorted, unique, none of them in base
         self._base = base
         self._n_vocab = n_vocab
-        self._bits: bytes | None = None
+        self._bits = bits
 
     def __contains__(self, token: object) -> bool:
         ids = self._ids
@@ -266,9 +266,10 @@ class VocabIndex:
                 continue
             states[d] = nxt
             i += 1
-        return AllowedSet(self._complement(cuts), self.vocab_size), tuple(uncertain)
+        ids, bits = self._complement(cuts)
+        return AllowedSet(ids, self.vocab_size, bits=bits), tuple(uncertain)
 
-    def _complement(self, cuts: list[int]) -> array:
+    def _complement(self, cuts: list[int]) -> tuple[array, bytes | None]:
         """Ids of the trie's tokens outside the cut ranges, sorted. Loops in Python only over the smaller side:
         the kept tokens when few are allowed, the cut ones when most are (a string's content)."""
         order_ids = self._order_ids
@@ -281,12 +282,23 @@ class VocabIndex:
                 prev = cuts[k + 1]
             out.extend(order_ids[prev:])
             out.sort()
-            return array("i", out)
+            return array("i", out), None
         flags = bytearray(self._in_trie)
         for k in range(0, len(cuts), 2):
             for t in order_ids[cuts[k]:cuts[k + 1]]:
                 flags[t] = 0
-        return array("i", compress(range(self.vocab_size), flags))
+        return array("i", compress(range(self.vocab_size), flags)), pack_bits(flags)
+
+
+def pack_bits(flags: bytes | bytearray) -> bytes:
+    """One byte per token (0/1) -> one bit per token (bit i of byte i//8), with big-int arithmetic instead of a
+    Python loop: byte k of flags[j::8] is token 8k+j, shifting that int by j puts it at bit j of byte k."""
+    nbytes = (len(flags) + 7) >> 3
+    padded = bytes(flags) + bytes(nbytes * 8 - len(flags))
+    total = 0
+    for j in range(8):
+        total |= int.from_bytes(padded[j::8], "little") << j
+    return total.to_bytes(nbytes, "little")
 
 
 def _accepts(state: State, symbols: bytes) -> bool:
