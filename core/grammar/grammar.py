@@ -18,7 +18,7 @@ from . import gbnf
 
 END, BYTES, TOKEN, REF = 0, 1, 2, 3
 MAX_STACKS = 4096          # parse stacks in one state: more means an ambiguous grammar about to blow up
-MAX_STATES = 100_000       # interned states per grammar before the table starts afresh (bounds memory)
+MAX_STATES = 20_000        # interned states per grammar before the table starts afresh (~2.5 kB each)
 _CACHE_SIZE = 64           # compiled grammars kept by Grammar.parse
 
 
@@ -82,9 +82,9 @@ class Grammar:
         return _parse_cached(gbnf_text, root, key)
 
     def matcher(self):
-        from .matcher import Matcher
-        initial = self._initial
-        return Matcher(self, initial)
+        """A matcher at the start of the grammar (one per sequence)."""
+        from .matcher import Matcher  # matcher.py builds on this module; importing it here avoids a cycle
+        return Matcher(self, self._initial)
 
     def __repr__(self) -> str:
         return f"Grammar(root={self.root!r}, {len(self._alts)} rules, {len(self._kind)} positions)"
@@ -166,7 +166,7 @@ class Grammar:
             return state
         if len(stacks) > MAX_STACKS:
             raise self._too_ambiguous(len(stacks), next(iter(stacks))[-1] if any(stacks) else 0)
-        from .matcher import State
+        from .matcher import State  # see matcher()
         with self._lock:
             state = self._states.get(stacks)
             if state is None:

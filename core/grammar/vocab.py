@@ -16,10 +16,11 @@ from collections import OrderedDict
 from collections.abc import Iterator
 from itertools import compress
 
-from .grammar import Grammar
 from .matcher import _UNSET, Matcher, State
 
-_CACHE_IDS = 16_000_000  # token ids held by the allowed-set cache of one vocabulary (4 bytes each)
+# What the allowed-set cache of one vocabulary may hold, in 4-byte units: ids, plus a bitset's worth per entry
+# (64 MB: ~2,000 states of a 262k vocabulary, ~10,000 of a 49k one).
+_CACHE_IDS = 16_000_000
 
 
 class AllowedSet:
@@ -226,6 +227,7 @@ class VocabIndex:
             if key in cache:
                 return
             cache[key] = value
+            size += self.vocab_size // 32 + 1  # room for the entry's bitset (n/8 bytes), counted in 4-byte ids
             self._sizes[key] = size
             self._cached_ids += size
             while self._cached_ids > self._cache_ids and len(cache) > 1:
