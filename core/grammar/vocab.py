@@ -2,16 +2,18 @@
 
 `allowed` walks the trie in preorder against the matcher's automaton: a node whose byte no stack accepts skips
 its whole subtree (one index jump, since the trie is laid out flat in preorder), every other node costs one cached
-transition lookup. The result depends only on the state, so it is cached per (grammar, state key) in an LRU
-bounded by the number of token ids it holds.
+transition lookup. Skipped subtrees are ranges of the tokens in preorder, so the result is assembled from slices
+rather than token by token. The walk runs on the state's relative part (see State.relative): tokens that pop
+into the shared context are left undecided there and checked one by one against the full state. Both results
+are cached -- per (grammar, relative state) and per (grammar, state key) -- in an LRU bounded by size.
 """
 from __future__ import annotations
 
+import heapq
 import threading
 import weakref
 from array import array
 from bisect import bisect_left
-import heapq
 from collections import OrderedDict
 from collections.abc import Iterator
 from itertools import compress
@@ -157,7 +159,6 @@ class VocabIndex:
         self._node_byte = node_byte
         self._node_depth = node_depth
         self._node_end = node_end
-        self._node_tokens = node_tokens
         self._max_depth = max(node_depth, default=0)
 
     # ----------------------------------------------------------------------------------------------- queries
