@@ -81,6 +81,23 @@ def test_synthetic_vocabulary_matches_brute_force() -> None:
     assert tok.token_id("{") in index.allowed(m) and tok.token_id("<0x7B>") in index.allowed(m)
 
 
+@pytest.mark.parametrize("text, prefixes", [
+    ('root ::= "\\"" [^"\\\\]* "\\"" "}"\n', ["", '"', '"ab', '"\xc3']),     # a text loop: subtrees skipped whole
+    ('root ::= "\\"" [^"\\\\\u00e9]* "\\""\n', ['"', '"a']),                # é excluded: no loop
+    ('root ::= [^"]*\n', ["", "a"]),                                           # a loop that can end
+    ('root ::= "\\"" ([a-z ] | [^\\x00-\\x7f])* "\\""\n', ['"', '"ab']),      # plain ASCII not all taken
+    ('root ::= "[" ("\\"" [^"]* "\\"" ("," "\\"" [^"]* "\\"")*)? "]"\n', ['["', '["a","']),
+])
+def test_text_loops_match_brute_force(text: str, prefixes: list[str]) -> None:
+    tok = synthetic()
+    index = VocabIndex(tok)
+    g = Grammar.parse(text)
+    for prefix in prefixes:
+        m = g.matcher()
+        assert m.advance(prefix.encode("latin-1")), prefix
+        check_state(index, tok, m)
+
+
 def test_special_and_empty_tokens_only_when_named() -> None:
     tok = synthetic()
     index = VocabIndex(tok)

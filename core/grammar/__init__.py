@@ -24,14 +24,15 @@ Design (pure Python, standard library only: it runs in Pyodide).
   allows at a new nesting depth mostly does not depend on the depth: the walk runs on the state *relative* to
   the stack entries all its parses share at the bottom, marks the subtrees where some parse would pop into that
   shared part as undecided, and only those few tokens are checked against the full state (the idea behind
-  xgrammar's context-independent tokens, applied per state instead of per grammar position).
+  xgrammar's context-independent tokens, applied per state instead of per grammar position). Where the state
+  takes any text and returns to itself (string contents), trie subtrees of plain well-formed UTF-8 are allowed
+  whole without being walked.
 
 Costs measured by tools/grammar_bench.py (JSON grammar, a ~320-token document, CPython 3.11 on this machine's
-CPU): the first walk of a state costs up to ~12-16 ms on SmolLM2's 49k vocabulary and ~65-90 ms on Gemma 3's
-262k (a string-content state, where nearly every token is allowed); a state at a new nesting depth whose relative
-state was seen before costs p50 0.02 / 0.12 ms (p99 0.25 / 0.45 ms); a cached state ~1 us; `allows` ~1 us;
-the GPU bitset at most 0.07 ms (packed with big-int shifts, not a loop); compiling the JSON grammar ~0.8 ms;
-building the index 0.2 s / 0.8 s.
+CPU): the first walk of a state costs at most ~5 ms on SmolLM2's 49k vocabulary (p50 2.6 ms) and ~27 ms on Gemma
+3's 262k (p50 1 ms); a state at a new nesting depth whose relative state was seen before costs p50 0.02 / 0.12 ms
+(p99 0.3 / 0.6 ms); a cached state ~1 us; `allows` ~1 us; the GPU bitset at most 0.09 ms (packed with big-int
+shifts, not a loop); compiling the JSON grammar ~1 ms; building the index 0.3 s / 1.4 s.
 """
 from .grammar import Grammar
 from .matcher import Matcher

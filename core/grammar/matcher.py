@@ -19,7 +19,7 @@ class State:
     """A set of parse stacks of one grammar, with its transitions filled in as they are needed."""
 
     __slots__ = ("grammar", "stacks", "next", "special", "can_end", "finished", "_by_top", "byte_mask",
-                 "_relative", "__weakref__")
+                 "_relative", "text_loop", "__weakref__")
 
     def __init__(self, grammar: Grammar, stacks: frozenset) -> None:
         self.grammar = grammar
@@ -40,6 +40,7 @@ class State:
                 mask |= arg[t]
         self.byte_mask = mask  # bytes that some stack accepts; every other byte is rejected
         self._relative: State | None = None
+        self.text_loop: bool | None = None  # see vocab._is_text_loop
 
     def relative(self) -> State:
         """This state without the stack entries every parse shares at the bottom (itself if there are none).

@@ -16,7 +16,7 @@ from array import array
 from bisect import bisect_left
 from collections import OrderedDict
 from collections.abc import Iterator
-from itertools import compress
+from itertools import accumulate, compress
 
 from .matcher import _UNSET, Matcher, State
 
@@ -121,6 +121,7 @@ class VocabIndex:
         node_depth: list[int] = []
         node_end: list[int] = []
         node_tokens: list[tuple[int, ...]] = []
+        node_phase: list[int] = []  # UTF-8 decoder state after the path to the node (0: between characters)
         path: list[int] = []
         prev = b""
         for piece, tid in normal:
@@ -134,6 +135,8 @@ class VocabIndex:
             while len(path) > common:
                 node_end[path.pop()] = len(node_byte)
             for d in range(common, len(piece)):
+                phase = node_phase[path[-1]] if path else 0
+                node_phase.append(_UTF8_NEXT[phase * 256 + piece[d]] if phase >= 0 else -1)
                 path.append(len(node_byte))
                 node_byte.append(piece[d])
                 node_depth.append(d + 1)
@@ -156,6 +159,13 @@ class VocabIndex:
         for tid in order_ids:
             in_trie[tid] = 1
         self._in_trie = bytes(in_trie)
+        # Node i is "plain" when every path below it is well-formed UTF-8 text (from a character boundary at i)
+        # without ASCII controls, '"' or '\\': under a state that takes any such text and comes back to itself,
+        # the whole subtree is allowed without walking it (string contents, where walks are longest).
+        bad = [1 if ph < 0 or (b < 0x80 and not _PLAIN_ASCII[b]) else 0 for ph, b in zip(node_phase, node_byte)]
+        bad_before = [0, *accumulate(bad)]
+        self._plain = bytes(1 if node_phase[i] == 0 and bad_before[node_end[i]] == bad_before[i + 1] else 0
+                            for i in range(len(node_byte)))
         self._node_byte = node_byte
         self._node_depth = node_depth
         self._node_end = node_end
@@ -239,7 +249,7 @@ class VocabIndex:
         """(tokens whose bytes `state` accepts, tokens left undecided), walking the trie in preorder. With
         `relative`, a node where some parse pops into the context below leaves its subtree undecided."""
         node_byte, node_depth, node_end = self._node_byte, self._node_depth, self._node_end
-        node_first, order_ids = self._node_first, self._order_ids
+        node_first, order_ids, plain = self._node_first, self._order_ids, self._plain
         cuts: list[int] = []  # [start, stop) ranges of order_ids left out, in increasing order, flattened
         uncertain: list[int] = []
         states: list = [state] * (self._max_depth + 1)
@@ -267,6 +277,9 @@ class VocabIndex:
                     cuts.append(hi)
                 i = end
                 continue
+            if plain[i] and (nxt.text_loop if nxt.text_loop is not None else _is_text_loop(nxt)):
+                i = node_end[i]  # every token below is allowed
+                continue
             states[d] = nxt
             i += 1
         ids, bits = self._complement(cuts)
@@ -291,6 +304,55 @@ class VocabIndex:
             for t in order_ids[cuts[k]:cuts[k + 1]]:
                 flags[t] = 0
         return array("i", compress(range(self.vocab_size), flags)), pack_bits(flags)
+
+
+def _utf8_table() -> list[int]:
+    """UTF-8 decoder transitions: phase * 256 + byte -> next phase, -1 for a malformed sequence. Phases: 0 between
+    characters, 1-3 continuation bytes still due, 4-7 the restricted second byte after E0, ED, F0, F4."""
+    table = [-1] * (8 * 256)
+    for b in range(0x80):
+        table[b] = 0
+    for lo, hi, phase in ((0xC2, 0xDF, 1), (0xE1, 0xEC, 2), (0xEE, 0xEF, 2), (0xF1, 0xF3, 3), (0xE0, 0xE0, 4),
+                          (0xED, 0xED, 5), (0xF0, 0xF0, 6), (0xF4, 0xF4, 7)):
+        for b in range(lo, hi + 1):
+            table[b] = phase
+    for phase, lo, hi, to in ((1, 0x80, 0xBF, 0), (2, 0x80, 0xBF, 1), (3, 0x80, 0xBF, 2), (4, 0xA0, 0xBF, 1),
+                              (5, 0x80, 0x9F, 1), (6, 0x90, 0xBF, 2), (7, 0x80, 0x8F, 2)):
+        for b in range(lo, hi + 1):
+            table[phase * 256 + b] = to
+    return table
+
+
+_UTF8_NEXT = _utf8_table()
+_PLAIN_ASCII = bytes(1 if 0x20 <= b < 0x7F and b not in b'"\\' else 0 for b in range(128))
+
+
+def _is_text_loop(state: State) -> bool:
+    """Whether `state` accepts every plain character (see VocabIndex._plain) and is back in itself after each,
+    never able to end on the way: then any plain text is accepted from it. Checked once per state by running the
+    UTF-8 decoder alongside the state's transitions."""
+    ok = not state.can_end
+    seen = {(0, state)}
+    todo = [(0, state)]
+    while ok and todo:
+        phase, st = todo.pop()
+        base = phase * 256
+        for b in range(256):
+            to = _UTF8_NEXT[base + b]
+            if to < 0 or (b < 0x80 and not _PLAIN_ASCII[b]):
+                continue
+            nxt = st.advance(b)
+            if nxt is None or nxt.can_end or (to == 0 and nxt is not state):
+                ok = False
+                break
+            if to and (to, nxt) not in seen:
+                seen.add((to, nxt))
+                todo.append((to, nxt))
+            if len(seen) > 64:  # not a simple character loop; the plain walk handles it
+                ok = False
+                break
+    state.text_loop = ok
+    return ok
 
 
 def pack_bits(flags: bytes | bytearray) -> bytes:
