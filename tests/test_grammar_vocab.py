@@ -69,7 +69,8 @@ def test_synthetic_vocabulary_matches_brute_force() -> None:
     index = VocabIndex(tok)
     g = Grammar.parse(JSONISH)
     for prefix in ["", "{", '{"', '{"a', '{"a":', '{"a": ', '{"a": 1', '{"a": "é', '{"a": tr', '{"a": [1, {}',
-                   '{"a": "\\', '{"a": "\\u00', '{"a": "\xe2\x82', '{"a": 1}']:
+                   '{"a": "\\', '{"a": "\\u00', '{"a": "\xe2\x82', '{"a": 1}', '{"a": ["x', '{"a": {"b": "x',
+                   '{"a": [[1, ["x', '{"a": [1', '{"a": {"b": 1']:
         m = g.matcher()
         assert m.advance(prefix.encode("latin-1") if "\xe2" in prefix else prefix.encode())
         allowed = check_state(index, tok, m)
@@ -78,6 +79,23 @@ def test_synthetic_vocabulary_matches_brute_force() -> None:
     m = g.matcher()
     assert tok.token_id("<0x41>") not in index.allowed(m)  # "A" cannot open an object
     assert tok.token_id("{") in index.allowed(m) and tok.token_id("<0x7B>") in index.allowed(m)
+
+
+@pytest.mark.parametrize("text, prefixes", [
+    ('root ::= "\\"" [^"\\\\]* "\\"" "}"\n', ["", '"', '"ab', '"\xc3']),     # a text loop: subtrees skipped whole
+    ('root ::= "\\"" [^"\\\\\u00e9]* "\\""\n', ['"', '"a']),                # é excluded: no loop
+    ('root ::= [^"]*\n', ["", "a"]),                                           # a loop that can end
+    ('root ::= "\\"" ([a-z ] | [^\\x00-\\x7f])* "\\""\n', ['"', '"ab']),      # plain ASCII not all taken
+    ('root ::= "[" ("\\"" [^"]* "\\"" ("," "\\"" [^"]* "\\"")*)? "]"\n', ['["', '["a","']),
+])
+def test_text_loops_match_brute_force(text: str, prefixes: list[str]) -> None:
+    tok = synthetic()
+    index = VocabIndex(tok)
+    g = Grammar.parse(text)
+    for prefix in prefixes:
+        m = g.matcher()
+        assert m.advance(prefix.encode("latin-1")), prefix
+        check_state(index, tok, m)
 
 
 def test_special_and_empty_tokens_only_when_named() -> None:
@@ -97,6 +115,22 @@ def test_special_and_empty_tokens_only_when_named() -> None:
     allowed = check_state(index, tok, m)
     assert end in allowed and tok.token_id("</s>") not in allowed
     assert index.advance(m, end) and m.finished
+
+
+def test_context_free_part_is_shared_across_depths() -> None:
+    # Inside a string the allowed tokens differ only by what may follow the closing quote: `"]` in an array,
+    # `"}` in an object. The part decided inside the string is walked once and shared.
+    tok = synthetic()
+    index = VocabIndex(tok)
+    g = Grammar.parse(JSONISH)
+    in_array, in_object = g.matcher(), g.matcher()
+    assert in_array.advance(b'{"a": ["x') and in_object.advance(b'{"a": {"b": "x')
+    a, o = index.allowed(in_array), index.allowed(in_object)
+    assert in_array.state.relative() is in_object.state.relative()
+    assert tok.token_id('"]') in a and tok.token_id('"]') not in o
+    assert tok.token_id('"}') in o and tok.token_id('"}') not in a
+    assert tok.token_id("abc") in a and tok.token_id("abc") in o
+    assert index.stats["misses"] == 2 and len(index._cache) == 3  # two states, one shared relative walk
 
 
 def test_named_normal_token_by_id() -> None:
