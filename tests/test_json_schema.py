@@ -240,3 +240,20 @@ def test_schema_rules_several_schemas_in_one_grammar():
     with pytest.raises(UnsupportedSchemaError):
         rules.add({"multipleOf": 2}, "other")
     Grammar.parse(rules.gbnf() + f"root ::= {a}\n")  # a failed add leaves the rules usable
+
+
+def test_number_ranges_against_comparison():
+    rng = random.Random(11)
+    for _ in range(30):
+        lo, hi = sorted(rng.sample(range(-30, 30), 2))
+        lo_x, hi_x = rng.random() < 0.5, rng.random() < 0.5
+        schema = {"type": "number", ("exclusiveMinimum" if lo_x else "minimum"): lo,
+                  ("exclusiveMaximum" if hi_x else "maximum"): hi}
+        if rng.random() < 0.2:
+            del schema["exclusiveMinimum" if lo_x else "minimum"]
+        g = Grammar.parse(schema_to_gbnf(schema))
+        check = validator(schema)
+        for _ in range(60):
+            v = rng.choice([rng.randint(lo - 3, hi + 3), round(rng.uniform(lo - 3, hi + 3), rng.randint(1, 4))])
+            for text in {json.dumps(v), f"{v}.0" if isinstance(v, int) else json.dumps(v)}:
+                assert accepts(g, text) == check.is_valid(json.loads(text)), (schema, text)
