@@ -135,6 +135,8 @@ def partial_string(raw: str) -> str:
             if len(body) - back < need:
                 cut = back
     try:
-        return json.loads('"' + body[:cut] + '"')
-    except json.JSONDecodeError:
-        return json.loads('"' + body[:max(0, cut - 1)] + '"') if cut else ""
+        text = json.loads('"' + body[:cut] + '"')
+    except json.JSONDecodeError as exc:
+        raise NotJSON(f"bad string: {exc}") from exc
+    # A high surrogate escape waits for its low half (the pair decodes to one character).
+    return text[:-1] if text and "\ud800" <= text[-1] <= "\udbff" else text
