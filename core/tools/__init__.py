@@ -13,11 +13,12 @@ parser factory that turns the streamed reply into content, reasoning and OpenAI-
 - generic: any other template -- tools described in a system message, every reply one JSON object
   ({"tool_call": ...} / {"tool_calls": [...]} / {"response": "..."}).
 
-`reasoning_parser(template, prompt)` splits `<think>` reasoning from content when no tools are in play.
+`marker_tokens(tokenizer)` gives the markers that are control tokens of the vocabulary, for `prepare`'s
+`special_tokens` (a grammar names those as tokens). `reasoning_parser(template, prompt)` splits `<think>` reasoning from content when no tools are in play.
 """
-from .base import ToolFormat, ToolPrompt, opens_think, reasoning_parser
+from .base import ToolFormat, ToolPrompt, marker_tokens, opens_think, reasoning_parser
 from .detect import tool_format_for
 from .stream import Delta, ReplyParser, ToolCallDelta
 
-__all__ = ["Delta", "ReplyParser", "ToolCallDelta", "ToolFormat", "ToolPrompt", "opens_think", "reasoning_parser",
+__all__ = ["Delta", "ReplyParser", "ToolCallDelta", "ToolFormat", "ToolPrompt", "marker_tokens", "opens_think", "reasoning_parser",
            "tool_format_for"]

@@ -28,9 +28,9 @@ class ToolPrompt:
     thinking: bool = False
     special: dict[str, int] = field(default_factory=dict)
     format: str = ""
-    _think: bool = False
-    _syntax: CallSyntax | None = None
-    _ids: Callable[[int], str] = random_call_id
+    _think: bool = field(default=False, repr=False)
+    _syntax: CallSyntax | None = field(default=None, repr=False)
+    _ids: Callable[[int], str] = field(default=random_call_id, repr=False)
 
     def parser(self, *, ids: Callable[[int], str] | None = None) -> ReplyParser:
         """A fresh parser for one reply; `ids` makes call ids (default: random, in the format's id shape)."""
@@ -120,3 +120,20 @@ class ToolFormat:
 
     def calls_grammar(self, b: GrammarBuilder, tools: list[dict[str, Any]], parallel: bool) -> str:
         raise NotImplementedError
+
+
+# Every marker a format may name in a grammar; `marker_tokens` looks them up in a vocabulary.
+MARKERS = ("<tool_call>", "</tool_call>", "<|python_tag|>", "[TOOL_CALLS]", "[ARGS]", "[CALL_ID]", "<|tool_call|>",
+           "<|/tool_call|>", THINK_OPEN, THINK_CLOSE)
+
+
+def marker_tokens(tokenizer: Any) -> dict[str, int]:
+    """The markers that are control tokens of `tokenizer`'s vocabulary (text -> id): what `prepare` needs as
+    `special_tokens`, since a grammar must name those as tokens. Markers that are ordinary (or user-defined)
+    tokens are left out: they are matched by their bytes."""
+    out = {}
+    for text in MARKERS:
+        token = tokenizer.token_id(text)
+        if token is not None and tokenizer.is_control(token):
+            out[text] = token
+    return out

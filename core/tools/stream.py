@@ -243,7 +243,7 @@ class ReplyParser:
             scan = RegionScan()
         self._stream_calls(out, scan)
         if len(self._calls) > self._base:
-            self.truncated = not all(c.done for c in scan.calls) or scan.end is None
+            self.truncated = scan.end is None
         else:
             keep = self._syntax.keeps(self._region_trigger)
             self._emit(out, "content", self._region if keep else self._region_trigger + self._region)
