@@ -77,14 +77,20 @@ CASES = [  # template, special tokens known to the caller, good reply, bad repli
 
 
 @pytest.mark.parametrize("name, special, good, bad", CASES, ids=[c[0] for c in CASES])
-def test_auto_grammar_accepts_calls_and_refuses_bad_ones(name, special, good, bad):
+def test_grammars_accept_calls_and_refuse_bad_ones(name, special, good, bad):
     t = template(name)
-    prompt = tool_format_for(t).prepare(t, ASK, tools=TOOLS, special_tokens=special)
-    assert prompt.grammar
-    assert accepts(prompt, good)
+    fmt = tool_format_for(t)
+    auto = fmt.prepare(t, ASK, tools=TOOLS, special_tokens=special)
+    assert auto.grammar and accepts(auto, good)
+    required = fmt.prepare(t, ASK, tools=TOOLS, tool_choice="required", special_tokens=special)
+    starts = [good.find(m) for m in (*auto.triggers, *auto.start_triggers) if m in good]
+    calls_only = good[min(starts, default=0):]
+    assert accepts(required, calls_only)
     for reply in bad:
-        assert not (prompt.triggers or prompt.start_triggers) or not any(
-            t in reply for t in (*prompt.triggers, *prompt.start_triggers)) or not accepts(prompt, reply), reply
+        assert not accepts(required, reply), reply
+        # Lazily, a reply without a trigger is never constrained (and the parser leaves it as content).
+        if any(m in reply for m in (*auto.triggers, *auto.start_triggers)):
+            assert not accepts(auto, reply), reply
 
 
 def test_generic_auto_also_allows_a_plain_response_and_required_does_not():

@@ -88,7 +88,8 @@ class ToolFormat:
         if lazy:
             root = calls
         else:
-            root = f"{self._reasoning_prefix(builder, prompt.thinking, think)}tc-ws {calls}"
+            # Blank lines may separate the reasoning from the calls (Qwen 3 writes "</think>\n\n").
+            root = f"{self._reasoning_prefix(builder, prompt.thinking, think)}[ \\t\\n]{{0,8}} {calls}"
         prompt.grammar = builder.gbnf(root)
         prompt.lazy = lazy
         prompt.triggers = syntax.triggers if lazy else ()

@@ -71,7 +71,7 @@ class GrammarBuilder:
             return self.rule("tc-until-" + str(len(self._rules)), f"[^\\x00]* {self.marker(stop)}")
         base = f"tc-until{len(self._rules)}"
         chars = sorted(set(stop))
-        other = "[^" + "".join("\\" + c if c in "]\\^-" else c for c in chars) + "]"
+        other = "[^" + "".join("\\" + c if c in "]\\-" else c for c in chars) + "]"
         for state in range(len(stop)):
             alternatives = [f"{other} {base}-0"]
             for c in chars:
