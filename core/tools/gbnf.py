@@ -9,6 +9,7 @@ token by its bytes. Which markers are special tokens is the vocabulary's busines
 """
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -94,11 +95,18 @@ def _advance(stop: str, state: int, c: str) -> int:
 
 
 def json_call(b: GrammarBuilder, tool: Mapping[str, Any], args_key: str = "arguments", extra: str = "") -> str:
-    """`{"name": "<tool>", "arguments": <args>}` for one tool, with JSON whitespace between tokens."""
-    name = tool["function"]["name"]
-    return (f'"{{" tc-ws {literal(chr(34) + "name" + chr(34))} tc-ws ":" tc-ws {literal(chr(34) + name + chr(34))} '
-            f'tc-ws "," tc-ws {literal(chr(34) + args_key + chr(34))} tc-ws ":" tc-ws {b.arguments(tool)}'
-            f'{extra} tc-ws "}}"')
+    """`{"name": "<tool>", "arguments": <args>}` for one tool, with JSON whitespace between tokens; `extra` is
+    GBNF for more members after the arguments."""
+    name = literal(json.dumps(tool["function"]["name"]))
+    return f'"{{" tc-ws {key("name")} {name} tc-ws "," tc-ws {key(args_key)} {b.arguments(tool)}{extra} tc-ws "}}"'
+
+
+def key(name: str) -> str:
+    """A JSON object key and its colon."""
+    return f'{literal(json.dumps(name))} tc-ws ":" tc-ws'
+
+
+LIST_SEPARATOR = '"," tc-ws'
 
 
 def one_of(b: GrammarBuilder, name: str, alternatives: list[str]) -> str:

@@ -10,7 +10,7 @@ from typing import Any
 
 from ..chat import ChatTemplate
 from .base import ToolFormat
-from .gbnf import GrammarBuilder, json_call, one_of, repeated
+from .gbnf import LIST_SEPARATOR, json_call, literal, one_of, repeated
 from .messages import convert_messages
 from .syntax import NameArgs, TaggedList, TaggedObject
 
@@ -66,7 +66,7 @@ class Mistral(ToolFormat):
     """Mistral Nemo (v3-tekken): `[TOOL_CALLS][{"name": ..., "arguments": {...}, "id": "abcdefghi"}, ...]`.
     Ids in requests are mapped to the nine-character shape the template requires (stable per id)."""
     name = "mistral"
-    marker = "[TOOL_CALLS]"
+    tag = "[TOOL_CALLS]"
     ids = staticmethod(mistral_id)
 
     def render(self, template: ChatTemplate, messages: Sequence[Mapping[str, Any]], tools: list[dict[str, Any]],
@@ -75,12 +75,12 @@ class Mistral(ToolFormat):
                                tools=tools or None, **extra)
 
     def syntax(self, tools):
-        return TaggedList(triggers=(self.marker,))
+        return TaggedList(triggers=(self.tag,))
 
     def calls_grammar(self, b, tools, parallel):
         id_field = ' ( tc-ws "," tc-ws "\\"id\\"" tc-ws ":" tc-ws "\\"" [A-Za-z0-9]{9} "\\"" )?'
         call = one_of(b, "tc-call", [json_call(b, tool, extra=id_field) for tool in tools])
-        return f'{b.marker(self.marker)} "[" tc-ws {repeated(call, chr(34) + "," + chr(34) + " tc-ws", parallel)} tc-ws "]"'
+        return f'{b.marker(self.tag)} "[" tc-ws {repeated(call, LIST_SEPARATOR, parallel)} tc-ws "]"'
 
 
 class MistralV11(Mistral):
@@ -92,12 +92,8 @@ class MistralV11(Mistral):
         return NameArgs()
 
     def calls_grammar(self, b, tools, parallel):
-        alternatives = [f'{b.marker(self.marker)} {_lit_name(tool)} ( {b.marker("[CALL_ID]")} [A-Za-z0-9]{{9}} )? '
+        alternatives = [f'{b.marker(self.tag)} {literal(tool["function"]["name"])} ( {b.marker("[CALL_ID]")} [A-Za-z0-9]{{9}} )? '
                         f'{b.marker("[ARGS]")} {b.arguments(tool)}' for tool in tools]
         call = one_of(b, "tc-call", alternatives)
         return repeated(call, "", parallel)
 
-
-def _lit_name(tool: Mapping[str, Any]) -> str:
-    from .gbnf import literal
-    return literal(tool["function"]["name"])

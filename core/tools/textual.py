@@ -9,7 +9,7 @@ from typing import Any
 
 from ..chat import ChatTemplate
 from .base import ToolFormat
-from .gbnf import GrammarBuilder, json_call, literal, one_of, repeated
+from .gbnf import LIST_SEPARATOR, GrammarBuilder, json_call, key, literal, one_of, repeated
 from .messages import convert_messages
 from .native import Hermes
 from .syntax import GenericJSON, PythonCalls, TaggedList
@@ -89,7 +89,7 @@ class Phi4(ToolFormat):
 
     def calls_grammar(self, b, tools, parallel):
         call = one_of(b, "tc-call", [json_call(b, tool) for tool in tools])
-        return (f'{b.marker(self.open)} "[" tc-ws {repeated(call, chr(34) + "," + chr(34) + " tc-ws", parallel)}'
+        return (f'{b.marker(self.open)} "[" tc-ws {repeated(call, LIST_SEPARATOR, parallel)}'
                 f' tc-ws "]" {b.marker(self.close)}')
 
 
@@ -216,12 +216,11 @@ class Generic(ToolFormat):
 
     def calls_grammar(self, b, tools, parallel):
         call = one_of(b, "tc-call", [json_call(b, tool) for tool in tools])
-        key = lambda k: f'tc-ws {literal(chr(34) + k + chr(34))} tc-ws ":" tc-ws'
-        shapes = [f'"{{" {key("tool_call")} {call} tc-ws "}}"']
+        shapes = [f'"{{" tc-ws {key("tool_call")} {call} tc-ws "}}"']
         if parallel:
-            shapes.append(f'"{{" {key("tool_calls")} "[" tc-ws {call} ( tc-ws "," tc-ws {call} )* tc-ws "]" tc-ws "}}"')
+            shapes.append(f'"{{" tc-ws {key("tool_calls")} "[" tc-ws {call} ( tc-ws "," tc-ws {call} )* tc-ws "]" tc-ws "}}"')
         if self._allow_response:
-            shapes.append(f'"{{" {key("response")} {b.value({"type": "string"})} tc-ws "}}"')
+            shapes.append(f'"{{" tc-ws {key("response")} {b.value({"type": "string"})} tc-ws "}}"')
         return one_of(b, "tc-reply", shapes)
 
     _allow_response = True
