@@ -465,3 +465,20 @@ def test_cut_after_the_name_keeps_the_call_and_says_truncated():
 def test_complete_list_without_its_closing_marker_is_not_truncated():
     p = parse("phi4-mini-documented", '<|tool_call|>[{"name": "get_time", "arguments": {"city": "Rome"}}]')
     assert calls(p) == [("get_time", {"city": "Rome"})] and not p.truncated
+
+
+@pytest.mark.parametrize("name, reply, thinking", STREAM_CASES)
+def test_every_cut_point_streams_consistently(name, reply, thinking):
+    """A reply stopped anywhere (max_tokens): character by character gives what the whole prefix gives, and the
+    deltas add up to the totals, truncated calls included."""
+    fmt = tool_format_for(template(name))
+    syntax = fmt.syntax(check_tools(TOOLS))
+    think = "<think>" in fmt.template.source
+    for cut in range(len(reply) + 1):
+        whole = ReplyParser(think=think, thinking=thinking, syntax=syntax, ids=fixed_ids)
+        run(whole, [reply[:cut]])
+        streamed = ReplyParser(think=think, thinking=thinking, syntax=syntax, ids=fixed_ids)
+        deltas = run(streamed, list(reply[:cut]))
+        result = (streamed.content, streamed.reasoning, streamed.tool_calls, streamed.truncated)
+        assert result == (whole.content, whole.reasoning, whole.tool_calls, whole.truncated), cut
+        assert _totals(deltas) == result[:3], cut

@@ -6,7 +6,6 @@ import re
 
 import pytest
 
-from llmchat.chat import ChatTemplate
 from llmchat.tools import tool_format_for
 from test_tools import TOOLS, template
 

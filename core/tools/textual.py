@@ -4,10 +4,8 @@ function calling) and the generic JSON format for every other template."""
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..chat import ChatTemplate
 from .base import ToolFormat
 from .gbnf import LIST_SEPARATOR, GrammarBuilder, json_call, key, literal, one_of, repeated
 from .messages import convert_messages
