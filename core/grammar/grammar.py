@@ -1,0 +1,292 @@
+"""A parsed GBNF grammar checked and compiled into a flat program that matchers run (see __init__ for the design).
+
+The program is llama.cpp's layout over bytes: every alternative of every rule is a run of positions ending in END,
+a position being a byte set, a special token or a rule reference. A parse stack is a tuple of positions, bottom
+first; its top is always a terminal (a byte set or token) still to match, the entries below it are where to go
+on when the rule above ends. `closure(p)` -- every way to reach a terminal from position p without consuming
+input -- is computed once per position. A reference followed by END pushes nothing (a tail call), so
+right-recursive repetition (`x*`) keeps stacks short.
+"""
+from __future__ import annotations
+
+import functools
+import threading
+from collections.abc import Mapping
+
+from ..errors import GrammarError
+from . import gbnf
+
+END, BYTES, TOKEN, REF = 0, 1, 2, 3
+MAX_STACKS = 4096          # parse stacks in one state: more means an ambiguous grammar about to blow up
+MAX_STATES = 100_000       # interned states per grammar before the table starts afresh (bounds memory)
+_CACHE_SIZE = 64           # compiled grammars kept by Grammar.parse
+
+
+def _user_name(name: str) -> str:
+    return name.split("/", 1)[0]
+
+
+class Grammar:
+    """A compiled grammar: immutable, shared by every sequence that uses it. Build it with `Grammar.parse`."""
+
+    def __init__(self, parsed: gbnf.ParsedGrammar, root: str) -> None:
+        _check(parsed, root)
+        self.root = root
+        kind: list[int] = []
+        arg: list[int] = []
+        names: list[str] = []          # rule of each position, for messages
+        index: dict[str, int] = {}
+        alts: list[list[int]] = []
+        productive = _productive(parsed.rules)
+        order = [root]
+        seen = {root}
+        while len(index) < len(order):  # rules reachable from root through alternatives that can complete
+            name = order[len(index)]
+            index[name] = len(index)
+            for alt in parsed.rules[name]:
+                if all(_item_ok(it, productive) for it in alt):
+                    for it in alt:
+                        if it[0] == "r" and it[1] not in seen:
+                            seen.add(it[1])
+                            order.append(it[1])
+        for name in order:
+            starts = []
+            for alt in parsed.rules[name]:
+                if not all(_item_ok(it, productive) for it in alt):
+                    continue
+                starts.append(len(kind))
+                for tag, value in alt:
+                    kind.append(BYTES if tag == "b" else TOKEN if tag == "t" else REF)
+                    arg.append(index[value] if tag == "r" else value)
+                    names.append(name)
+                kind.append(END)
+                arg.append(0)
+                names.append(name)
+            alts.append(starts)
+        self._kind = kind
+        self._arg = arg
+        self._names = names
+        self._alts = alts
+        self._closures: list[tuple[tuple[tuple[int, ...], ...], bool] | None] = [None] * len(kind)
+        self.special_ids = frozenset(a for k, a in zip(kind, arg) if k == TOKEN)
+        self._lock = threading.Lock()
+        self._states: dict[frozenset, object] = {}
+        self._initial = None
+        self._initial = self._start_state()
+
+    # ----------------------------------------------------------------------------------------------- public
+    @classmethod
+    def parse(cls, gbnf_text: str, root: str = "root", special: Mapping[str, int] | None = None) -> Grammar:
+        """Compile GBNF text (llama.cpp's dialect). Repeated calls with the same arguments return the same object."""
+        key = None if special is None else tuple(sorted(special.items()))
+        return _parse_cached(gbnf_text, root, key)
+
+    def matcher(self):
+        from .matcher import Matcher
+        initial = self._initial
+        return Matcher(self, initial)
+
+    def __repr__(self) -> str:
+        return f"Grammar(root={self.root!r}, {len(self._alts)} rules, {len(self._kind)} positions)"
+
+    # ----------------------------------------------------------------------------------------------- engine
+    def closure(self, p: int) -> tuple[tuple[tuple[int, ...], ...], bool]:
+        """(stack suffixes reaching a terminal from p, whether p can reach the end of its alternative)."""
+        c = self._closures[p]
+        if c is not None:
+            return c
+        try:
+            c = self._closure(p)
+        except RecursionError:
+            raise GrammarError(f"grammar: rules nest too deeply to expand (at rule '{_user_name(self._names[p])}')"
+                               ) from None
+        return c
+
+    def _closure(self, p: int) -> tuple[tuple[tuple[int, ...], ...], bool]:
+        c = self._closures[p]
+        if c is not None:
+            return c
+        k = self._kind[p]
+        if k == END:
+            c = ((), True)
+        elif k != REF:
+            c = (((p,),), False)
+        else:
+            cont = p + 1
+            tail = self._kind[cont] == END
+            found: dict[tuple[int, ...], None] = {}
+            through = False
+            for a in self._alts[self._arg[p]]:
+                sufs, ends = self._closure(a)
+                if tail:
+                    found.update(dict.fromkeys(sufs))
+                else:
+                    found.update(dict.fromkeys((cont,) + s for s in sufs))
+                through = through or ends
+            ends = False
+            if through:
+                sufs, ends = self._closure(cont)
+                found.update(dict.fromkeys(sufs))
+            if len(found) > MAX_STACKS:
+                raise self._too_ambiguous(len(found), p)
+            c = (tuple(found), ends)
+        self._closures[p] = c
+        return c
+
+    def step(self, stack: tuple[int, ...], out: set) -> None:
+        """Add to `out` the stacks that follow `stack` once its top terminal has matched."""
+        base = stack[:-1]
+        cont = stack[-1] + 1
+        closure = self.closure
+        while True:
+            sufs, ends = closure(cont)
+            for s in sufs:
+                out.add(base + s)
+            if not ends:
+                return
+            if not base:
+                out.add(())
+                return
+            cont = base[-1]
+            base = base[:-1]
+
+    def _start_state(self):
+        out: set = set()
+        for a in self._alts[0]:
+            sufs, ends = self.closure(a)
+            out.update(sufs)
+            if ends:
+                out.add(())
+        return self.intern(frozenset(out))
+
+    def intern(self, stacks: frozenset):
+        """The one state object for this set of stacks."""
+        state = self._states.get(stacks)
+        if state is not None:
+            return state
+        if len(stacks) > MAX_STACKS:
+            raise self._too_ambiguous(len(stacks), next(iter(stacks))[-1] if any(stacks) else 0)
+        from .matcher import State
+        with self._lock:
+            state = self._states.get(stacks)
+            if state is None:
+                if len(self._states) >= MAX_STATES:
+                    # Start afresh; live matchers keep their states, the old graph goes when they do.
+                    self._states = {}
+                    if self._initial is not None:
+                        init = self._initial
+                        self._initial = State(self, init.stacks)
+                        self._states[init.stacks] = self._initial
+                        if stacks == init.stacks:
+                            return self._initial
+                state = self._states[stacks] = State(self, stacks)
+        return state
+
+    def _too_ambiguous(self, n: int, p: int) -> GrammarError:
+        return GrammarError(f"grammar: more than {MAX_STACKS} simultaneous parses ({n}) near rule "
+                            f"'{_user_name(self._names[p])}': the grammar is too ambiguous; make alternatives "
+                            f"start differently or bound nullable repetitions")
+
+
+@functools.lru_cache(maxsize=_CACHE_SIZE)
+def _parse_cached(text: str, root: str, special: tuple | None) -> Grammar:
+    return Grammar(gbnf.parse(text, None if special is None else dict(special)), root)
+
+
+# --------------------------------------------------------------------------------------------------- checks
+def _item_ok(item: tuple, productive: set[str]) -> bool:
+    tag, value = item
+    if tag == "b":
+        return value != 0
+    if tag == "t":
+        return True
+    return value in productive
+
+
+def _productive(rules: Mapping[str, list[list[tuple]]]) -> set[str]:
+    """Rules that can derive at least one finite symbol string."""
+    done: set[str] = set()
+    changed = True
+    while changed:
+        changed = False
+        for name, alts in rules.items():
+            if name not in done and any(all(_item_ok(it, done) for it in alt) for alt in alts):
+                done.add(name)
+                changed = True
+    return done
+
+
+def _nullable(rules: Mapping[str, list[list[tuple]]]) -> set[str]:
+    done: set[str] = set()
+    changed = True
+    while changed:
+        changed = False
+        for name, alts in rules.items():
+            if name not in done and any(all(it[0] == "r" and it[1] in done for it in alt) for alt in alts):
+                done.add(name)
+                changed = True
+    return done
+
+
+def _check(parsed: gbnf.ParsedGrammar, root: str) -> None:
+    rules = parsed.rules
+    for name, pos in sorted(parsed.referenced_at.items(), key=lambda kv: kv[1]):
+        if name not in rules:
+            raise GrammarError(f"grammar: undefined rule '{name}' referenced at {parsed.where(pos)}")
+    if root not in rules:
+        defined = ", ".join(sorted(parsed.defined_at)) or "none"
+        raise GrammarError(f"grammar: no rule named '{root}' (the start rule); rules defined: {defined}")
+    cycle = _left_recursion(rules)
+    if cycle:
+        names = [_user_name(n) for n in cycle]
+        steps = [n for i, n in enumerate(names) if i == 0 or n != names[i - 1]]
+        path = " -> ".join(steps + [steps[0]] if len(steps) == 1 else steps)
+        first = names[0]
+        where = parsed.defined_at.get(first)
+        raise GrammarError(f"grammar: rule '{first}' is left-recursive ({path}): it can reach itself without "
+                           f"consuming input, which cannot terminate; rewrite it with repetition, e.g. "
+                           f"`expr ::= term (\"+\" term)*`" + (f" (rule at {parsed.where(where)})"
+                                                              if where is not None else ""))
+    productive = _productive(rules)
+    if root not in productive:
+        stuck = sorted({_user_name(n) for n in rules if n not in productive})
+        raise GrammarError(f"grammar: matches no input at all: rule '{root}' can never complete (rules that "
+                           f"never complete: {', '.join(stuck)}; look for an empty class [] or a rule that "
+                           f"always refers to itself)")
+
+
+def _left_recursion(rules: Mapping[str, list[list[tuple]]]) -> list[str] | None:
+    """A cycle of rules each reachable from the previous without consuming input, or None."""
+    nullable = _nullable(rules)
+    edges: dict[str, list[str]] = {}
+    for name, alts in rules.items():
+        out = []
+        for alt in alts:
+            for tag, value in alt:
+                if tag == "r":
+                    out.append(value)
+                    if value in nullable:
+                        continue
+                break
+        edges[name] = out
+    color: dict[str, int] = {}
+    for start in rules:
+        if start in color:
+            continue
+        path = [start]
+        iters = [iter(edges[start])]
+        color[start] = 1
+        while iters:
+            nxt = next(iters[-1], None)
+            if nxt is None:
+                color[path.pop()] = 2
+                iters.pop()
+                continue
+            c = color.get(nxt, 0)
+            if c == 1:
+                return path[path.index(nxt):] + [nxt]
+            if c == 0:
+                color[nxt] = 1
+                path.append(nxt)
+                iters.append(iter(edges[nxt]))
+    return None
