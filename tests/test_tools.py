@@ -171,8 +171,9 @@ def test_smollm3_without_a_tool_section_gets_tools_in_the_system_message():
 @pytest.mark.parametrize("t", [template("google-gemma-2-2b-it"), ChatTemplate.builtin_template("gemma")],
                          ids=["gemma2", "gemma3-builtin"])
 def test_gemma_tools_in_the_first_user_turn_calls_as_python(t):
-    prompt = tool_format_for(t).prepare(t, CONVERSATION, tools=TOOLS)
-    text = prompt.text
+    # The rendering step of prepare(..., tool_choice="auto") (whose grammar needs llmchat.grammar.json_schema;
+    # test_tools_grammar.py checks prepare's text is this one).
+    text = tool_format_for(t).render(t, CONVERSATION, check_tools(TOOLS), {})
     first_user = text.split("<start_of_turn>user\n", 1)[1].split("<end_of_turn>")[0]
     assert first_user.startswith("You are terse.") and '"name": "get_time"' in first_user
     assert first_user.endswith("Weather in Paris?")
@@ -185,7 +186,7 @@ def test_gemma_tools_in_the_first_user_turn_calls_as_python(t):
 
 def test_generic_describes_tools_and_writes_history_as_json():
     t = template("HuggingFaceTB-SmolLM2-135M-Instruct")
-    text = tool_format_for(t).prepare(t, CONVERSATION, tools=TOOLS).text
+    text = tool_format_for(t).render(t, CONVERSATION, check_tools(TOOLS), {})
     assert text.startswith("<|im_start|>system\nYou are terse.\n\nYou can use these tools:")
     assert '<|im_start|>assistant\n{"tool_call": {"name": "get_weather", "arguments": {"city": "Paris"}}}' in text
     assert ('<|im_start|>user\n{"tool_response": {"name": "get_weather", "content": "{\\"temp_c\\": 21}"}}'

@@ -7,7 +7,8 @@ import re
 import pytest
 
 from llmchat.tools import tool_format_for
-from test_tools import TOOLS, template
+from llmchat.tools.messages import check_tools
+from test_tools import CONVERSATION, TOOLS, template
 
 grammar = pytest.importorskip("llmchat.grammar")
 pytest.importorskip("llmchat.grammar.json_schema")
@@ -154,3 +155,10 @@ def test_prompt_parser_streams_a_call():
     p.close()
     assert p.reasoning == "ok" and p.tool_calls[0]["function"]["name"] == "get_time"
     assert p.tool_calls[0]["id"].startswith("call_")
+
+
+@pytest.mark.parametrize("name", [c[0] for c in CASES])
+def test_prepare_renders_what_the_format_renders(name):
+    t = template(name)
+    fmt = tool_format_for(t)
+    assert fmt.prepare(t, CONVERSATION, tools=TOOLS).text == fmt.render(t, CONVERSATION, check_tools(TOOLS), {})

@@ -13,6 +13,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from ..errors import MissingDependencyError
+
 # Whitespace where JSON allows it, bounded so a model cannot pad forever (llama.cpp bounds it the same way).
 WS_RULE = 'tc-ws ::= | " " | "\\n" [ \\t]{0,20}'
 
@@ -37,7 +39,11 @@ def literal(text: str) -> str:
 
 class GrammarBuilder:
     def __init__(self, special_tokens: Mapping[str, int] | None = None) -> None:
-        from ..grammar.json_schema import SchemaRules   # imported on use: the grammar package is optional here
+        try:
+            from ..grammar.json_schema import SchemaRules
+        except ImportError as exc:   # a build without the JSON-schema compiler cannot constrain tool arguments
+            raise MissingDependencyError("tool-call grammars need llmchat.grammar.json_schema, which this "
+                                         "build lacks") from exc
         self._special = dict(special_tokens or {})
         self.used_special: dict[str, int] = {}
         self._rules: dict[str, str] = {"tc-ws": WS_RULE}
