@@ -306,3 +306,18 @@ _REGEX_PAIRS = [
 def test_matches_python_re_on_equivalent_patterns(which: int, text: str) -> None:
     gbnf_text, pattern = _REGEX_PAIRS[which]
     assert full(Grammar.parse(gbnf_text), text) == bool(re.fullmatch(pattern, text, re.DOTALL)), text
+
+
+def test_state_table_restarts_when_full(monkeypatch: pytest.MonkeyPatch) -> None:
+    from llmchat.grammar import grammar as grammar_module
+    monkeypatch.setattr(grammar_module, "MAX_STATES", 8)
+    g = grammar_module.Grammar(gbnf.parse('root ::= "(" root ")" | [a-z]{0,30}\n'), "root")
+    text = b"((((" + b"abcdefghijklmnopqrstuvwxyz" + b"))))"
+    m = g.matcher()
+    for b in text:
+        assert m.advance([b])
+        assert len(g._states) <= 8
+    assert m.can_end
+    assert full(g, text) and not full(g, text + b")")
+    fresh = g.matcher()
+    assert g._states.get(fresh.key) is fresh.state  # new matchers start from the current table

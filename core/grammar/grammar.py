@@ -14,11 +14,11 @@ import threading
 from collections.abc import Mapping
 
 from ..errors import GrammarError
-from . import gbnf
+from .gbnf import ParsedGrammar, parse as parse_gbnf
 
 END, BYTES, TOKEN, REF = 0, 1, 2, 3
 MAX_STACKS = 4096          # parse stacks in one state: more means an ambiguous grammar about to blow up
-MAX_STATES = 100_000       # interned states per grammar before the table starts afresh (bounds memory)
+MAX_STATES = 20_000        # interned states per grammar before the table starts afresh (~2.5 kB each)
 _CACHE_SIZE = 64           # compiled grammars kept by Grammar.parse
 
 
@@ -29,7 +29,7 @@ def _user_name(name: str) -> str:
 class Grammar:
     """A compiled grammar: immutable, shared by every sequence that uses it. Build it with `Grammar.parse`."""
 
-    def __init__(self, parsed: gbnf.ParsedGrammar, root: str) -> None:
+    def __init__(self, parsed: ParsedGrammar, root: str) -> None:
         _check(parsed, root)
         self.root = root
         kind: list[int] = []
@@ -76,15 +76,16 @@ class Grammar:
 
     # ----------------------------------------------------------------------------------------------- public
     @classmethod
-    def parse(cls, gbnf_text: str, root: str = "root", special: Mapping[str, int] | None = None) -> Grammar:
-        """Compile GBNF text (llama.cpp's dialect). Repeated calls with the same arguments return the same object."""
+    def parse(cls, gbnf: str, root: str = "root", special: Mapping[str, int] | None = None) -> Grammar:
+        """Compile GBNF text (llama.cpp's dialect). `special` maps special-token texts to ids for `<...>` in the
+        grammar. Repeated calls with the same arguments return the same object (an LRU of recent grammars)."""
         key = None if special is None else tuple(sorted(special.items()))
-        return _parse_cached(gbnf_text, root, key)
+        return _parse_cached(gbnf, root, key)
 
     def matcher(self):
-        from .matcher import Matcher
-        initial = self._initial
-        return Matcher(self, initial)
+        """A matcher at the start of the grammar (one per sequence)."""
+        from .matcher import Matcher  # matcher.py builds on this module; importing it here avoids a cycle
+        return Matcher(self, self._initial)
 
     def __repr__(self) -> str:
         return f"Grammar(root={self.root!r}, {len(self._alts)} rules, {len(self._kind)} positions)"
@@ -166,7 +167,7 @@ class Grammar:
             return state
         if len(stacks) > MAX_STACKS:
             raise self._too_ambiguous(len(stacks), next(iter(stacks))[-1] if any(stacks) else 0)
-        from .matcher import State
+        from .matcher import State  # see matcher()
         with self._lock:
             state = self._states.get(stacks)
             if state is None:
@@ -190,7 +191,7 @@ class Grammar:
 
 @functools.lru_cache(maxsize=_CACHE_SIZE)
 def _parse_cached(text: str, root: str, special: tuple | None) -> Grammar:
-    return Grammar(gbnf.parse(text, None if special is None else dict(special)), root)
+    return Grammar(parse_gbnf(text, None if special is None else dict(special)), root)
 
 
 # --------------------------------------------------------------------------------------------------- checks
@@ -228,7 +229,7 @@ def _nullable(rules: Mapping[str, list[list[tuple]]]) -> set[str]:
     return done
 
 
-def _check(parsed: gbnf.ParsedGrammar, root: str) -> None:
+def _check(parsed: ParsedGrammar, root: str) -> None:
     rules = parsed.rules
     for name, pos in sorted(parsed.referenced_at.items(), key=lambda kv: kv[1]):
         if name not in rules:

@@ -7,6 +7,7 @@ which makes `clone` free and `accepts` side-effect free.
 """
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 
 from .grammar import BYTES, TOKEN, Grammar
@@ -18,7 +19,7 @@ class State:
     """A set of parse stacks of one grammar, with its transitions filled in as they are needed."""
 
     __slots__ = ("grammar", "stacks", "next", "special", "can_end", "finished", "_by_top", "byte_mask",
-                 "__weakref__")
+                 "_relative", "text_loop", "__weakref__")
 
     def __init__(self, grammar: Grammar, stacks: frozenset) -> None:
         self.grammar = grammar
@@ -38,6 +39,26 @@ class State:
             if kind[t] == BYTES:
                 mask |= arg[t]
         self.byte_mask = mask  # bytes that some stack accepts; every other byte is rejected
+        self._relative: State | None = None
+        self.text_loop: bool | None = None  # see vocab._is_text_loop
+
+    def relative(self) -> State:
+        """This state without the stack entries every parse shares at the bottom (itself if there are none).
+
+        Input that never pops into the shared part is accepted or rejected alike at any depth of nesting, so
+        what is learnt about the relative state serves every context it occurs in. In the relative state an empty
+        stack means "popped into the shared part", not "complete"."""
+        rel = self._relative
+        if rel is None:
+            stacks = self.stacks
+            rel = self
+            if stacks and () not in stacks:
+                common = len(os.path.commonprefix(list(stacks)))
+                common = min(common, min(map(len, stacks)) - 1)  # keep a terminal on every stack
+                if common > 0:
+                    rel = self.grammar.intern(frozenset(st[common:] for st in stacks))
+            self._relative = rel
+        return rel
 
     def advance(self, symbol: int) -> State | None:
         """The state after `symbol`, or None if no stack accepts it (computed once, then looked up)."""

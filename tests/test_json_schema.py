@@ -1,0 +1,259 @@
+"""JSON Schema -> GBNF: documents of the corpus are accepted byte by byte, invalid ones are rejected, and
+keywords that are not enforced are refused by path."""
+from __future__ import annotations
+
+import copy
+import json
+import random
+
+import jsonschema
+import pytest
+
+from llmchat.errors import GrammarError, UnsupportedSchemaError
+from llmchat.grammar import Grammar
+from llmchat.grammar.json_schema import JSON_GBNF, SchemaRules, json_object_gbnf, schema_to_gbnf
+
+from schema_corpus import generate, load_schemas, serializations
+
+CORPUS = load_schemas()
+
+
+def accepts(grammar: Grammar, text: str) -> bool:
+    m = grammar.matcher()
+    return m.advance(text.encode("utf-8")) and m.can_end
+
+
+def validator(schema):
+    return jsonschema.validators.validator_for(schema)(schema)
+
+
+def test_corpus_is_large_enough():
+    assert len(CORPUS) >= 20
+
+
+@pytest.mark.parametrize("name", sorted(CORPUS))
+def test_valid_documents_accepted(name):
+    schema = CORPUS[name]
+    grammar = Grammar.parse(schema_to_gbnf(schema))
+    check, rng = validator(schema), random.Random(name)
+    for _ in range(25):
+        doc = generate(schema, rng)
+        assert check.is_valid(doc), (doc, next(check.iter_errors(doc)).message)
+        for text in serializations(doc):
+            assert accepts(grammar, text), text
+
+
+def _mutations(doc, rng: random.Random):
+    """Copies of doc with one random change somewhere inside."""
+    paths = []
+
+    def walk(node, path):
+        paths.append(path)
+        if isinstance(node, dict):
+            for k, v in node.items():
+                walk(v, path + [k])
+        elif isinstance(node, list):
+            for i, v in enumerate(node):
+                walk(v, path + [i])
+    walk(doc, [])
+    for _ in range(12):
+        path = rng.choice(paths)
+        new = copy.deepcopy(doc)
+        parent, node = None, new
+        for p in path:
+            parent, node = node, node[p]
+        choice = rng.randrange(6)
+        if choice == 0 and parent is not None:
+            parent[path[-1]] = rng.choice([None, True, 7, -3.5, "str", [], {}, 10 ** 9])
+        elif choice == 1 and isinstance(node, dict) and node:
+            del node[rng.choice(list(node))]
+        elif choice == 2 and isinstance(node, dict):
+            node["zz_extra"] = 1
+        elif choice == 3 and isinstance(node, list) and node:
+            node.extend(copy.deepcopy(node) * 3)
+        elif choice == 4 and isinstance(node, (int, float)) and not isinstance(node, bool) and parent is not None:
+            parent[path[-1]] = node + rng.choice([-1000, -1, 1, 1000, 10 ** 6])
+        elif choice == 5 and isinstance(node, str) and parent is not None:
+            parent[path[-1]] = node + rng.choice(["x", "#", "0", "-"]) if rng.random() < 0.5 else ""
+        else:
+            continue
+        yield new
+
+
+@pytest.mark.parametrize("name", sorted(CORPUS))
+def test_invalid_documents_rejected(name):
+    """Whatever a random mutation breaks, the grammar never accepts a document the schema rejects."""
+    schema = CORPUS[name]
+    grammar = Grammar.parse(schema_to_gbnf(schema))
+    check, rng = validator(schema), random.Random("bad" + name)
+    rejected = 0
+    for _ in range(15):
+        for bad in _mutations(generate(schema, rng), rng):
+            if check.is_valid(bad):
+                continue
+            for text in serializations(bad)[:2]:
+                assert not accepts(grammar, text), text
+            rejected += 1
+    assert rejected >= 5
+
+
+PERSON = CORPUS["person"]
+
+
+@pytest.mark.parametrize("doc", [
+    {"name": 5, "age": 3},                                   # wrong type
+    {"age": 3},                                              # missing required
+    {"name": "a", "age": 151},                               # above maximum
+    {"name": "a", "age": -1},                                # below minimum
+    {"name": "", "age": 3},                                  # below minLength
+    {"name": "a", "age": 3.5},                               # not an integer
+])
+def test_person_rejections(doc):
+    assert not validator(PERSON).is_valid(doc)
+    assert not accepts(Grammar.parse(schema_to_gbnf(PERSON)), json.dumps(doc))
+
+
+def test_specific_rejections():
+    book = Grammar.parse(schema_to_gbnf(CORPUS["address_book"]))
+    assert accepts(book, '{"contacts": []}')
+    assert not accepts(book, '{"contacts": [], "extra": 1}')              # additionalProperties false
+    assert not accepts(book, '{"contacts": [{"first": "a", "phones": [{"kind": "fax", "number": "123456"}]}]}')
+    assert not accepts(book, '{"contacts": [' + ",".join(['{"first": "a"}'] * 6) + "]}")  # maxItems 5
+    ints = Grammar.parse(schema_to_gbnf({"type": "integer", "minimum": -40, "maximum": 55}))
+    for v in range(-60, 80):
+        assert accepts(ints, str(v)) == (-40 <= v <= 55), v
+    assert not accepts(ints, "-0") and not accepts(ints, "007")
+    nums = Grammar.parse(schema_to_gbnf({"type": "number", "exclusiveMinimum": 0, "maximum": 2}))
+    for text, ok in [("0", False), ("0.0", False), ("0.001", True), ("2", True), ("2.0", True), ("2.01", False),
+                     ("1.999", True), ("-0.5", False), ("3", False)]:
+        assert accepts(nums, text) == ok, text
+
+
+def test_integer_ranges_exhaustive():
+    rng = random.Random(3)
+    for _ in range(40):
+        lo = rng.randint(-3000, 3000)
+        hi = lo + rng.randint(0, 4000)
+        g = Grammar.parse(schema_to_gbnf({"type": "integer", "minimum": lo, "maximum": hi}))
+        for v in list(range(lo - 15, lo + 15)) + list(range(hi - 15, hi + 15)) + [rng.randint(lo, hi)]:
+            assert accepts(g, str(v)) == (lo <= v <= hi), (lo, hi, v)
+    only_min = Grammar.parse(schema_to_gbnf({"type": "integer", "minimum": 37}))
+    for v in range(-50, 2000, 7):
+        assert accepts(only_min, str(v)) == (v >= 37), v
+    only_max = Grammar.parse(schema_to_gbnf({"type": "integer", "exclusiveMaximum": -9}))
+    for v in range(-2000, 50, 7):
+        assert accepts(only_max, str(v)) == (v < -9), v
+
+
+def test_whitespace_is_bounded():
+    g = Grammar.parse(json_object_gbnf())
+    assert accepts(g, '{\n' + " " * 40 + '"a": 1}')
+    assert not accepts(g, '{\n' + " " * 41 + '"a": 1}')
+    assert not accepts(g, '{  "a": 1}')
+    assert not accepts(g, ' {"a": 1}')
+
+
+def test_any_json_and_any_object():
+    value, obj = Grammar.parse(JSON_GBNF), Grammar.parse(json_object_gbnf())
+    gen = random.Random(5)
+    from schema_corpus import DocGenerator
+    for _ in range(200):
+        doc = DocGenerator({}, gen).any_value(0)
+        for text in serializations(doc):
+            assert accepts(value, text), text
+            assert accepts(obj, text) == isinstance(doc, dict), text
+    for bad in ['{"a" 1}', "[1,]", '"\x01"', "01", "nul", '{"a":1,}', '"\\ud800"', "1.", '"\\x"']:
+        assert not accepts(value, bad), bad
+
+
+def test_strings_escapes_and_lengths():
+    g = Grammar.parse(schema_to_gbnf({"type": "string", "minLength": 2, "maxLength": 3}))
+    for s in ["ab", "abc", "é😀", "\n\"", "\x7f\x00"]:
+        for ensure_ascii in (True, False):
+            assert accepts(g, json.dumps(s, ensure_ascii=ensure_ascii).replace("\x7f", "\\u007f")), s
+    for s in ["a", "abcd", "😀"]:
+        assert not accepts(g, json.dumps(s)), s
+
+
+UNSUPPORTED = [
+    ({"type": "object", "properties": {"age": {"type": "integer", "multipleOf": 5}}}, ["/properties/age/multipleOf"]),
+    ({"type": "array", "uniqueItems": True, "contains": {"type": "string"}}, ["/uniqueItems", "/contains"]),
+    ({"type": "object", "patternProperties": {"^x": {}}, "minProperties": 1, "propertyNames": {"maxLength": 3}},
+     ["/patternProperties", "/minProperties", "/propertyNames"]),
+    ({"if": {"type": "string"}, "then": {"maxLength": 3}, "else": {"type": "integer"}}, ["/if", "/then", "/else"]),
+    ({"not": {"type": "null"}}, ["/not"]),
+    ({"type": "string", "format": "email"}, ["/format"]),
+    ({"$defs": {"a": {"type": "number", "multipleOf": 0.5}}, "properties": {"x": {"$ref": "#/$defs/a"}}},
+     ["/$defs/a/multipleOf"]),
+    ({"type": "string", "pattern": "^a+$", "maxLength": 4}, ["/pattern", "/maxLength"]),
+    ({"oneOf": [{"type": "integer"}, {"type": "number"}]}, ["/oneOf"]),
+    ({"type": "number", "minimum": 0.5}, ["/minimum"]),
+    ({"type": "object", "unevaluatedProperties": False, "dependentRequired": {"a": ["b"]}},
+     ["/unevaluatedProperties", "/dependentRequired"]),
+]
+
+
+@pytest.mark.parametrize("schema,paths", UNSUPPORTED)
+def test_unsupported_keywords_named(schema, paths):
+    with pytest.raises(UnsupportedSchemaError) as info:
+        schema_to_gbnf(schema)
+    assert sorted(info.value.keywords) == sorted(paths)
+    for p in paths:
+        assert p in str(info.value)
+
+
+def test_annotations_ignored():
+    schema = {"$schema": "https://json-schema.org/draft/2020-12/schema", "$id": "x", "title": "t",
+              "description": "d", "examples": [1], "default": 1, "$comment": "c", "deprecated": True,
+              "readOnly": True, "writeOnly": False, "type": "integer"}
+    assert accepts(Grammar.parse(schema_to_gbnf(schema)), "12")
+
+
+@pytest.mark.parametrize("schema,fragment", [
+    (5, "must be an object or a boolean"),
+    ({"$ref": "#/$defs/missing"}, "points to nothing"),
+    ({"$ref": "https://example.com/schema.json"}, "not a reference inside this schema"),
+    (False, "accepts no document"),
+    ({"type": "integer", "minimum": 5, "maximum": 4}, "admit no value"),
+    ({"type": "strin"}, "type must be one of"),
+    ({"type": "string", "pattern": "(a)\\1"}, "backreference"),
+    ({"type": "string", "pattern": "a(?=b)"}, "lookahead"),
+])
+def test_bad_schemas(schema, fragment):
+    with pytest.raises(GrammarError) as info:
+        schema_to_gbnf(schema)
+    assert fragment in str(info.value)
+
+
+def test_schema_rules_several_schemas_in_one_grammar():
+    rules = SchemaRules()
+    a = rules.add(CORPUS["person"], "person")
+    b = rules.add(CORPUS["recipe"], "recipe")
+    assert (a, b) == ("person", "recipe")
+    g = Grammar.parse(rules.gbnf() + f"root ::= {a} | {b}\n")
+    rng = random.Random(9)
+    for name in ("person", "recipe"):
+        for _ in range(5):
+            assert accepts(g, json.dumps(generate(CORPUS[name], rng)))
+    with pytest.raises(GrammarError):
+        rules.add(True, "person")
+    with pytest.raises(UnsupportedSchemaError):
+        rules.add({"multipleOf": 2}, "other")
+    Grammar.parse(rules.gbnf() + f"root ::= {a}\n")  # a failed add leaves the rules usable
+
+
+def test_number_ranges_against_comparison():
+    rng = random.Random(11)
+    for _ in range(30):
+        lo, hi = sorted(rng.sample(range(-30, 30), 2))
+        lo_x, hi_x = rng.random() < 0.5, rng.random() < 0.5
+        schema = {"type": "number", ("exclusiveMinimum" if lo_x else "minimum"): lo,
+                  ("exclusiveMaximum" if hi_x else "maximum"): hi}
+        if rng.random() < 0.2:
+            del schema["exclusiveMinimum" if lo_x else "minimum"]
+        g = Grammar.parse(schema_to_gbnf(schema))
+        check = validator(schema)
+        for _ in range(60):
+            v = rng.choice([rng.randint(lo - 3, hi + 3), round(rng.uniform(lo - 3, hi + 3), rng.randint(1, 4))])
+            for text in {json.dumps(v), f"{v}.0" if isinstance(v, int) else json.dumps(v)}:
+                assert accepts(g, text) == check.is_valid(json.loads(text)), (schema, text)
