@@ -162,3 +162,13 @@ def test_prepare_renders_what_the_format_renders(name):
     t = template(name)
     fmt = tool_format_for(t)
     assert fmt.prepare(t, CONVERSATION, tools=TOOLS).text == fmt.render(t, CONVERSATION, check_tools(TOOLS), {})
+
+
+def test_a_tool_schema_the_grammar_cannot_enforce_is_refused():
+    from llmchat.errors import UnsupportedSchemaError
+    t = template("Qwen-Qwen2.5-7B-Instruct")
+    odd = [{"type": "function", "function": {"name": "f", "parameters": {
+        "type": "object", "properties": {"x": {"type": "string", "contentSchema": {"type": "object"}}}}}}]
+    with pytest.raises(UnsupportedSchemaError) as err:
+        tool_format_for(t).prepare(t, ASK, tools=odd)
+    assert err.value.keywords == ["/properties/x/contentSchema"] and "tool 'f'" in str(err.value)

@@ -13,37 +13,17 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from ..errors import MissingDependencyError
+from ..errors import UnsupportedSchemaError
+from ..grammar.json_schema import SchemaRules
+from ..grammar.regex import char_class, literal
+from ..grammar.utf8 import MAX_CODE_POINT
 
 # Whitespace where JSON allows it, bounded so a model cannot pad forever (llama.cpp bounds it the same way).
 WS_RULE = 'tc-ws ::= | " " | "\\n" [ \\t]{0,20}'
 
 
-def literal(text: str) -> str:
-    out = []
-    for c in text:
-        if c in '"\\':
-            out.append("\\" + c)
-        elif c == "\n":
-            out.append("\\n")
-        elif c == "\r":
-            out.append("\\r")
-        elif c == "\t":
-            out.append("\\t")
-        elif ord(c) < 0x20 or ord(c) == 0x7F:
-            out.append(f"\\x{ord(c):02X}")
-        else:
-            out.append(c)
-    return '"' + "".join(out) + '"'
-
-
 class GrammarBuilder:
     def __init__(self, special_tokens: Mapping[str, int] | None = None) -> None:
-        try:
-            from ..grammar.json_schema import SchemaRules
-        except ImportError as exc:   # a build without the JSON-schema compiler cannot constrain tool arguments
-            raise MissingDependencyError("tool-call grammars need llmchat.grammar.json_schema, which this "
-                                         "build lacks") from exc
         self._special = dict(special_tokens or {})
         self.used_special: dict[str, int] = {}
         self._rules: dict[str, str] = {"tc-ws": WS_RULE}
@@ -66,7 +46,10 @@ class GrammarBuilder:
         """The rule for the JSON arguments object of one tool."""
         self._count += 1
         schema = tool["function"].get("parameters") or {"type": "object"}
-        return self._schemas.add(schema, f"tc-args-{self._count}")
+        try:
+            return self._schemas.add(schema, f"tc-args-{self._count}")
+        except UnsupportedSchemaError as exc:   # say which tool: the pointers are inside its parameters
+            raise UnsupportedSchemaError(f"tool {tool['function']['name']!r} parameters: {exc}", exc.keywords) from exc
 
     def value(self, schema: Any) -> str:
         self._count += 1
@@ -78,7 +61,7 @@ class GrammarBuilder:
             return self.rule("tc-until-" + str(len(self._rules)), f"[^\\x00]* {self.marker(stop)}")
         base = f"tc-until{len(self._rules)}"
         chars = sorted(set(stop))
-        other = "[^" + "".join("\\" + c if c in "]\\-" else c for c in chars) + "]"
+        other = char_class(_without(chars))
         for state in range(len(stop)):
             alternatives = [f"{other} {base}-0"]
             for c in chars:
@@ -89,6 +72,16 @@ class GrammarBuilder:
 
     def gbnf(self, root: str) -> str:
         return "\n".join([f"root ::= {root}", *self._rules.values(), self._schemas.gbnf()]) + "\n"
+
+
+def _without(chars: list[str]) -> list[tuple[int, int]]:
+    """Code point ranges of every character except `chars`."""
+    ranges, lo = [], 0
+    for cp in sorted(ord(c) for c in chars):
+        if cp > lo:
+            ranges.append((lo, cp - 1))
+        lo = cp + 1
+    return ranges + [(lo, MAX_CODE_POINT)]
 
 
 def _advance(stop: str, state: int, c: str) -> int:
