@@ -68,16 +68,19 @@ def scan(text: str, i: int) -> Node:
 
 
 def _string_end(text: str, i: int) -> int | None:
+    # str.find per quote rather than a Python loop per character: arguments can be long, and an open call is
+    # scanned again on every feed.
     j = i + 1
-    while j < len(text):
-        c = text[j]
-        if c == "\\":
-            j += 2
-            continue
-        if c == '"':
-            return j + 1
-        j += 1
-    return None
+    while True:
+        q = text.find('"', j)
+        if q < 0:
+            return None
+        k = q
+        while k > i + 1 and text[k - 1] == "\\":
+            k -= 1
+        if (q - k) % 2 == 0:      # an even run of backslashes: the quote is not escaped
+            return q + 1
+        j = q + 1
 
 
 def _container(text: str, i: int, kind: str) -> Node:
