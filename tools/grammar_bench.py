@@ -398,19 +398,20 @@ def run_native(args) -> dict:
 
 
 def _pick_samples(case, vname, mode, tokens, steps, sets, masks, per_case: int) -> list[dict]:
-    """A few agreed states of this walk, spread over it, with distinct set sizes (small and large sets)."""
+    """A few agreed states of this walk: the largest allowed set (typically inside a string), then states spread
+    over the walk with set sizes not taken yet; the start state only when nothing else agreed."""
     if not steps or per_case <= 0:
         return []
-    chosen, sizes = [], set()
-    for i in range(per_case * 4):
-        s = steps[(i * (len(steps) - 1)) // max(1, per_case * 4 - 1)] if len(steps) > 1 else steps[0]
-        n = len(sets[s][0])
-        if s in chosen or n in sizes:
-            continue
-        chosen.append(s)
-        sizes.add(n)
+    pool = [s for s in steps if s > 0] or steps
+    chosen = [max(pool, key=lambda s: len(sets[s][0]))]
+    sizes = {len(sets[chosen[0]][0])}
+    for i in range(1, 4 * per_case):
         if len(chosen) == per_case:
             break
+        s = pool[(i * len(pool)) // (4 * per_case)]
+        if s not in chosen and len(sets[s][0]) not in sizes:
+            chosen.append(s)
+            sizes.add(len(sets[s][0]))
     return [{"schema": case["name"], "vocab": vname, "source": f"llguidance:{mode}", "prefix": tokens[:s],
              "n_allowed": bin(int.from_bytes(masks[s], "little")).count("1"),
              "mask_zlib_b64": base64.b64encode(zlib.compress(masks[s], 9)).decode()} for s in sorted(chosen)]
@@ -602,7 +603,7 @@ def main() -> None:
     ap.add_argument("--llguidance-venv", default=str(PEER_VENV))
     ap.add_argument("--json", help="write the full results here")
     ap.add_argument("--test-data", help="write agreed states here (tests/data/grammar_crosscheck.json)")
-    ap.add_argument("--samples", type=int, default=1, help="agreed states stored per schema, vocabulary and mode")
+    ap.add_argument("--samples", type=int, default=2, help="agreed states stored per schema, vocabulary and mode")
     ap.add_argument("--pyodide", action="store_true", help="llmchat's walk inside Pyodide next to native")
     ap.add_argument("--pyodide-schemas", default="")
     ap.add_argument("--workdir", default="build/grammar-bench")
