@@ -330,9 +330,19 @@ def load_cases(schema_dir: Path, only: list[str] | None) -> list[dict]:
             cases.append(case)
             continue
         try:
-            case["doc"] = json.dumps(instance(schema), ensure_ascii=False)
+            docs = [json.dumps(instance(schema, required_first=f), ensure_ascii=False) for f in (False, True)]
         except InstanceError as exc:
             case["error"] = f"no generated document: {exc}"
+            cases.append(case)
+            continue
+        grammar, _ = compile_llmchat(case["gbnf"])
+        for doc in docs:
+            m = grammar.matcher()
+            if m.advance(doc.encode()) and m.can_end:
+                case["doc"] = doc
+                break
+        else:
+            case["error"] = f"llmchat's grammar rejects the generated document {docs[0][:200]!r}"
         cases.append(case)
     return cases
 
@@ -473,8 +483,17 @@ def _summary(results: list[dict]) -> dict:
                 f"{k}_states_compared": sum(g(k, "crosscheck", "states")(r) or 0 for r in rows),
                 f"{k}_states_agreeing": sum(g(k, "crosscheck", "agree")(r) or 0 for r in rows),
                 f"{k}_errors": sorted(r["schema"] for r in rows if "error" in r.get(k, {})),
+                f"{k}_mismatched_tokens_by_class": _add_counts(g(k, "crosscheck", "by_class")(r) or {} for r in rows),
             })
     return out
+
+
+def _add_counts(dicts) -> dict:
+    total: dict[str, int] = {}
+    for d in dicts:
+        for key, n in d.items():
+            total[key] = total.get(key, 0) + n
+    return dict(sorted(total.items()))
 
 
 def _machine() -> dict:

@@ -29,11 +29,15 @@ _FORMATS = {
 }
 _PATTERN_CANDIDATES = ["ABC-1234", "abc", "A1", "abc123", "2024-05-17", "+1-555-0100", "x", "AB12", "12345",
                        "a_b", "hello-world", "#a1b2c3", "ABC", "1.2.3", "v1.2.3", "US", "aaa", "0"]
+_ORDER = [False]  # required_first of the instance being built
 _WORDS = ["alpha", "Ada Lovelace", "café ünïcode ☕", "line\nbreak \"quoted\"", "x"]
 
 
-def instance(schema: Any, root: Any = None, depth: int = 0, salt: int = 0) -> Any:
-    """A value valid under `schema` (`root` resolves $ref)."""
+def instance(schema: Any, root: Any = None, depth: int = 0, salt: int = 0, required_first: bool = False) -> Any:
+    """A value valid under `schema` (`root` resolves $ref). Object keys come in the order of `properties`, or with
+    `required_first` the required ones first (the order llama.cpp's converter fixes), both valid JSON."""
+    if depth == 0:
+        _ORDER[0] = required_first
     root = schema if root is None else root
     if schema is True or schema == {}:
         return {"any": [1, "two", None]}
@@ -108,7 +112,10 @@ def _object(schema: dict, root: Any, depth: int, salt: int) -> dict:
     props = schema.get("properties", {})
     required = schema.get("required", [])
     out = {}
-    for i, (name, sub) in enumerate(props.items()):
+    items = list(props.items())
+    if _ORDER[0]:
+        items.sort(key=lambda kv: kv[0] not in required)
+    for i, (name, sub) in enumerate(items):
         # Every property, so the walk goes through optional ones too (required ones first is not needed: JSON
         # Schema objects have no order, and converters keep the properties' order).
         out[name] = instance(sub, root, depth + 1, salt + i)
