@@ -1,10 +1,12 @@
 """Constrained decoding's speed, side by side with llguidance, and a cross-check of the allowed tokens.
 
-For every schema of tests/data/schemas/*.json and every vocabulary (SmolLM2 49k, Gemma 3 262k, read from the GGUFs
+For every schema of a corpus (--schemas: tests/data/schemas/*.json, the converter's corpus, or this tool's own
+tools/grammar_bench_schemas/*.json) and every vocabulary (SmolLM2 49k, Gemma 3 262k, read from the GGUFs
 in ~/.cache/llmchat/models), one valid document is generated (tools/schema_instance.py), tokenized with llmchat's
 tokenizer, and that one token sequence is walked by both engines:
 
-  llmchat     Grammar.parse(schema_to_gbnf(schema)) + VocabIndex:
+  llmchat     Grammar.parse(gbnf) + VocabIndex, the GBNF from llmchat.grammar.json_schema.schema_to_gbnf, or with
+              --gbnf-source llamacpp from llama.cpp's converter (llama-cpp-python's port, in its own venv):
                 compile      Grammar.parse with its cache bypassed
                 first walk   `allowed` on a fresh grammar (lazy automaton and allowed-set cache both cold); the
                              p50/p99 over the steps where the cache missed are the "uncached first visit" figures
@@ -20,10 +22,14 @@ tokenizer, and that one token sequence is walked by both engines:
               compile = LLMatcher construction; mask = compute_bitmask per step, first walk and after reset().
 
 Cross-check: at every state of the walk, llmchat's allowed set plus the EOG ids when `can_end` against llguidance's
-mask. With `gbnf` the two engines see the same language, so any difference is a defect of one of them; with
-`schema` the JSON policies differ (whitespace, number forms, string escapes), and each difference is classified.
+mask. With `gbnf` the two engines see the same language, so the one expected difference is llguidance's policy for
+bytes the grammar forces (it allows only the tokenizer's canonical token for them, where llmchat allows every token
+spelling a prefix: class `forced-prefix`); anything else is a defect of one side. With `schema` the JSON policies
+differ too (whitespace, number forms, string escapes, formats, bounds), and each difference is classified
+(`other`: a class this tool cannot name, to be read in the listed tokens).
 
-  .venv/bin/python tools/grammar_bench.py [--vocab smollm2,gemma3] [--json out.json] [--test-data PATH]
+  .venv/bin/python tools/grammar_bench.py [--schemas DIR] [--gbnf-source llmchat|llamacpp] [--vocab smollm2,gemma3]
+                                          [--json out.json] [--test-data tests/data/grammar_crosscheck.json]
   .venv/bin/python tools/grammar_bench.py --pyodide [--pyodide-schemas a,b,c]   # the llmchat walk inside Pyodide
 
 llguidance lives in its own venv (default ~/.cache/llmchat-peers/grammar-venv, `pip install llguidance numpy`),
@@ -309,13 +315,32 @@ def compare(sets: list, masks: list[bytes], forced: list[bytes], tokens: list[in
 
 
 # ------------------------------------------------------------------------------------------------------- main
-def load_cases(schema_dir: Path, only: list[str] | None) -> list[dict]:
+def llamacpp_converter(python: str):
+    """schema -> GBNF by llama-cpp-python's port of llama.cpp's json_schema_to_grammar (in its own venv)."""
+    code = ("import json, sys\nfrom llama_cpp.llama_grammar import json_schema_to_gbnf\n"
+            "print(json.dumps(json_schema_to_gbnf(sys.stdin.read())))")
+
+    def convert(schema) -> str:
+        proc = subprocess.run([python, "-c", code], input=json.dumps(schema), capture_output=True, text=True)
+        if proc.returncode:
+            raise ValueError(proc.stderr.strip().splitlines()[-1])
+        return json.loads(proc.stdout)
+    return convert
+
+
+def load_cases(schema_dir: Path, only: list[str] | None, gbnf_source: str = "llmchat") -> list[dict]:
     sys.path.insert(0, str(ROOT / "tools"))
     from schema_instance import InstanceError, instance
-    try:
-        from llmchat.grammar.json_schema import schema_to_gbnf
-    except ImportError as exc:
-        raise SystemExit(f"llmchat.grammar.json_schema is not in this tree ({exc}): the bench needs schema_to_gbnf")
+    if gbnf_source == "llmchat":
+        try:
+            from llmchat.grammar.json_schema import schema_to_gbnf
+        except ImportError as exc:
+            raise SystemExit(f"llmchat.grammar.json_schema is not in this tree ({exc}); --gbnf-source llamacpp "
+                             f"uses llama.cpp's converter instead")
+    else:
+        schema_to_gbnf = llamacpp_converter(gbnf_source)
+    if not schema_dir.is_dir():
+        raise SystemExit(f"no schema corpus at {schema_dir}; --schemas tools/grammar_bench_schemas is the bench's own")
     cases = []
     for path in sorted(schema_dir.glob("*.json")):
         name = path.stem
@@ -351,7 +376,7 @@ def run_native(args) -> dict:
     from llmchat.grammar import VocabIndex
     llg = import_llguidance(Path(args.llguidance_venv))
     from llguidance.gbnf_to_lark import any_to_lark
-    cases = load_cases(Path(args.schemas), args.only.split(",") if args.only else None)
+    cases = load_cases(Path(args.schemas), args.only.split(",") if args.only else None, _gbnf_source(args))
     results, samples = [], []
     for vname in args.vocab.split(","):
         path = MODELS / VOCABS[vname]
@@ -401,9 +426,10 @@ def run_native(args) -> dict:
                 row[f"llguidance_{mode}"] = theirs
             results.append(row)
             _print_row(row)
-    out = {"machine": _machine(), "results": results, "summary": _summary(results)}
+    out = {"machine": _machine(), "gbnf_source": args.gbnf_source, "results": results,
+           "summary": _summary(results)}
     if args.test_data:
-        _write_test_data(Path(args.test_data), samples, cases)
+        _write_test_data(Path(args.test_data), samples, cases, args.gbnf_source)
     return out
 
 
@@ -427,12 +453,13 @@ def _pick_samples(case, vname, mode, tokens, steps, sets, masks, per_case: int) 
              "mask_zlib_b64": base64.b64encode(zlib.compress(masks[s], 9)).decode()} for s in sorted(chosen)]
 
 
-def _write_test_data(path: Path, samples: list[dict], cases: list[dict]) -> None:
+def _write_test_data(path: Path, samples: list[dict], cases: list[dict], gbnf_source: str) -> None:
     import llguidance
     used = {s["schema"] for s in samples}
     data = {"about": "States of llmchat's grammar walks where llguidance's token mask (llguidance "
                      f"{llguidance.__version__}) equals llmchat's allowed set plus the EOG ids when can_end; made "
-                     "by tools/grammar_bench.py --test-data. `gbnf` is schema_to_gbnf's output at that time (kept "
+                     f"by tools/grammar_bench.py --gbnf-source {gbnf_source} --test-data. `grammars` hold the GBNF "
+                     "the schema converter (llmchat's, or llama.cpp's as reference) gave at that time (kept "
                      "so the test checks the matcher and vocabulary index, not a later converter); source "
                      "llguidance:gbnf = llguidance ran that GBNF, llguidance:schema = llguidance's own JSON Schema "
                      "compiler ran the schema. mask: zlib(bitset), bit i of byte i//8 = token i.",
@@ -573,7 +600,7 @@ def run_inner(job_path: str, out_path: str) -> None:
 def run_pyodide(args) -> dict:
     """Walk a few schemas in Pyodide under Node (web/dist as pages get it) and natively, in one run."""
     names = args.pyodide_schemas.split(",")
-    cases = [c for c in load_cases(Path(args.schemas), names) if "error" not in c]
+    cases = [c for c in load_cases(Path(args.schemas), names, _gbnf_source(args)) if "error" not in c]
     if len(cases) != len(names):
         raise SystemExit(f"--pyodide-schemas: usable schemas {[c['name'] for c in cases]} of {names}")
     model = MODELS / VOCABS["smollm2"]
@@ -614,10 +641,23 @@ def run_pyodide(args) -> dict:
             "native": {k: v for k, v in native.items() if k != "results"}, "results": table}
 
 
+def _gbnf_source(args) -> str:
+    if args.gbnf_source == "llmchat":
+        return "llmchat"
+    python = Path(args.llamacpp_python).expanduser()
+    if not python.exists():
+        raise SystemExit(f"--gbnf-source llamacpp: {python} not found")
+    return str(python)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--vocab", default="smollm2,gemma3")
     ap.add_argument("--schemas", default=str(ROOT / "tests" / "data" / "schemas"))
+    ap.add_argument("--gbnf-source", choices=("llmchat", "llamacpp"), default="llmchat",
+                    help="schema -> GBNF by llmchat.grammar.json_schema, or by llama.cpp's converter "
+                         "(llama-cpp-python, --llamacpp-python) as a reference")
+    ap.add_argument("--llamacpp-python", default="~/.cache/llmchat-peers/llamacpp-venv/bin/python")
     ap.add_argument("--only", help="comma-separated schema names (file stems)")
     ap.add_argument("--llguidance-venv", default=str(PEER_VENV))
     ap.add_argument("--json", help="write the full results here")
