@@ -614,19 +614,19 @@ def run_pyodide(args) -> dict:
            "cases": [{"name": c["name"], "gbnf": c["gbnf"], "tokens": tok.encode(c["doc"])} for c in cases]}
     (work / "job.json").write_text(json.dumps(job))
     config = {"dist": str(dist), "mounts": {"/repo": str(ROOT), "/models": str(model.parent), "/work": str(work)},
-              "cwd": "/repo", "argv": ["tools/grammar_bench.py", "--inner", "/work/job.json", "/work/pyodide.json"]}
+              "cwd": "/repo", "argv": ["tools/grammar_bench.py", "--inner", "/work/job.json", "/work/inner_pyodide.json"]}
     (work / "config.json").write_text(json.dumps(config))
     t0 = time.perf_counter()
     proc = subprocess.run(["node", str(ROOT / "tools" / "pyodide_run.mjs"), str(work / "config.json")],
                           capture_output=True, text=True, timeout=1800)
     if proc.returncode:
         raise SystemExit(f"Pyodide run failed ({proc.returncode}):\n{proc.stdout[-3000:]}{proc.stderr[-3000:]}")
-    pyo = json.loads((work / "pyodide.json").read_text())
+    pyo = json.loads((work / "inner_pyodide.json").read_text())
     pyo["wall_s"] = round(time.perf_counter() - t0, 1)
     native_job = dict(job, model=str(model))
     (work / "job_native.json").write_text(json.dumps(native_job))
-    run_inner(str(work / "job_native.json"), str(work / "native.json"))
-    native = json.loads((work / "native.json").read_text())
+    run_inner(str(work / "job_native.json"), str(work / "inner_native.json"))
+    native = json.loads((work / "inner_native.json").read_text())
     table = []
     for p, n in zip(pyo["results"], native["results"]):
         row = {"schema": p["schema"], "doc_tokens": p["doc_tokens"]}
