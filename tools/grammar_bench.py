@@ -1,9 +1,8 @@
 """Constrained decoding's speed, side by side with llguidance, and a cross-check of the allowed tokens.
 
-For every schema of a corpus (--schemas: tests/data/schemas/*.json, the converter's corpus, or this tool's own
-tools/grammar_bench_schemas/*.json) and every vocabulary (SmolLM2 49k, Gemma 3 262k, read from the GGUFs
-in ~/.cache/llmchat/models), one valid document is generated (tools/schema_instance.py), tokenized with llmchat's
-tokenizer, and that one token sequence is walked by both engines:
+For every schema of the corpus (tests/data/schemas/*.json) and every vocabulary (SmolLM2 49k, Gemma 3 262k, read
+from the GGUFs in ~/.cache/llmchat/models), one valid document is generated (tests/schema_corpus.py), tokenized with
+llmchat's tokenizer, and that one token sequence is walked by both engines:
 
   llmchat     Grammar.parse(gbnf) + VocabIndex, the GBNF from llmchat.grammar.json_schema.schema_to_gbnf, or with
               --gbnf-source llamacpp from llama.cpp's converter (llama-cpp-python's port, in its own venv):
@@ -329,18 +328,17 @@ def llamacpp_converter(python: str):
 
 
 def load_cases(schema_dir: Path, only: list[str] | None, gbnf_source: str = "llmchat") -> list[dict]:
-    sys.path.insert(0, str(ROOT / "tools"))
-    from schema_instance import InstanceError, instance
+    """Each schema with its GBNF and one document (tests/schema_corpus.py's generator, seeded by the schema's name,
+    written as json.dumps(ensure_ascii=False) or, failing that, the first serialization the grammar accepts)."""
+    import random
+    sys.path.insert(0, str(ROOT / "tests"))
+    from schema_corpus import generate, serializations
     if gbnf_source == "llmchat":
-        try:
-            from llmchat.grammar.json_schema import schema_to_gbnf
-        except ImportError as exc:
-            raise SystemExit(f"llmchat.grammar.json_schema is not in this tree ({exc}); --gbnf-source llamacpp "
-                             f"uses llama.cpp's converter instead")
+        from llmchat.grammar.json_schema import schema_to_gbnf
     else:
         schema_to_gbnf = llamacpp_converter(gbnf_source)
     if not schema_dir.is_dir():
-        raise SystemExit(f"no schema corpus at {schema_dir}; --schemas tools/grammar_bench_schemas is the bench's own")
+        raise SystemExit(f"no schema corpus at {schema_dir}")
     cases = []
     for path in sorted(schema_dir.glob("*.json")):
         name = path.stem
@@ -354,20 +352,16 @@ def load_cases(schema_dir: Path, only: list[str] | None, gbnf_source: str = "llm
             case["error"] = f"schema_to_gbnf: {type(exc).__name__}: {exc}"
             cases.append(case)
             continue
-        try:
-            docs = [json.dumps(instance(schema, required_first=f), ensure_ascii=False) for f in (False, True)]
-        except InstanceError as exc:
-            case["error"] = f"no generated document: {exc}"
-            cases.append(case)
-            continue
+        doc = generate(schema, random.Random(name))
+        texts = [json.dumps(doc, ensure_ascii=False)] + serializations(doc)
         grammar, _ = compile_llmchat(case["gbnf"])
-        for doc in docs:
+        for text in texts:
             m = grammar.matcher()
-            if m.advance(doc.encode()) and m.can_end:
-                case["doc"] = doc
+            if m.advance(text.encode()) and m.can_end:
+                case["doc"] = text
                 break
         else:
-            case["error"] = f"llmchat's grammar rejects the generated document {docs[0][:200]!r}"
+            case["error"] = f"the grammar rejects every serialization of the generated document {texts[0][:200]!r}"
         cases.append(case)
     return cases
 
@@ -664,7 +658,7 @@ def main() -> None:
     ap.add_argument("--test-data", help="write agreed states here (tests/data/grammar_crosscheck.json)")
     ap.add_argument("--samples", type=int, default=2, help="agreed states stored per schema, vocabulary and mode")
     ap.add_argument("--pyodide", action="store_true", help="llmchat's walk inside Pyodide next to native")
-    ap.add_argument("--pyodide-schemas", default="")
+    ap.add_argument("--pyodide-schemas", default="openai_strict_weather,invoice,string_lengths_and_escapes")
     ap.add_argument("--workdir", default="build/grammar-bench")
     ap.add_argument("--inner", nargs=2, metavar=("JOB", "OUT"), help=argparse.SUPPRESS)
     args = ap.parse_args()
