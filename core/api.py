@@ -22,7 +22,7 @@ from .gguf import open_gguf
 from .gpu import open_device
 from .gpu.kernels import Kernels
 from .memory import plan_memory
-from .models import config_from_metadata, model_class
+from .models import model_class, model_config
 from .models.weights import WeightLoader
 from .sampler import SamplingParams
 from .tokenizer import Tokenizer
@@ -51,7 +51,7 @@ class LLM:
         self.path = path
         self.gguf = open_gguf(path)
         md = self.gguf.metadata
-        self.config = config_from_metadata(md, self.gguf.name)
+        self.config = model_config(self.gguf)
         self.tokenizer = Tokenizer.from_metadata(md)
         self.template = ChatTemplate.from_metadata(md)
         self.device = device or open_device()

@@ -12,6 +12,11 @@ class GGUFError(LLMChatError):
     """A GGUF file (or shard set) is malformed, truncated or uses something we do not support."""
 
 
+class ModelMetadataError(GGUFError):
+    """A model's metadata is missing a value, holds one that is not finite or out of range, or disagrees with the
+    shapes of its tensors. The message names the key, the value found and what the tensors say."""
+
+
 class SourceError(LLMChatError):
     """Bytes could not be read: missing file, HTTP failure, a server that ignores Range, a missing shard."""
 

@@ -15,7 +15,7 @@ from .gguf import GGUFFile
 from .gpu.device import BINDING_ALIGN, AdapterInfo
 from .gpu.kvlayout import blocks_for, layer_bytes
 from .gpu.ops import TOPK_MAX, topk_words
-from .models import config_from_metadata, model_class
+from .models import model_class, model_config
 from .models.base import ActivationSpec
 from .models.weights import WeightLoader
 
@@ -74,7 +74,7 @@ def plan_memory(gguf: GGUFFile, info: AdapterInfo, *, context: int, n_slots: int
     trained for) sharing a cache of `kv_positions` (default: a full context each). Raises ModelTooLargeError,
     naming every problem, when a binding or the `gpu_budget` (bytes, 0 = unknown) would be exceeded, and
     UnsupportedModelError for an architecture or tensor type this version cannot run."""
-    config = config_from_metadata(gguf.metadata, gguf.name)
+    config = model_config(gguf)
     context = min(context, config.context_length)
     kv_positions = kv_positions or context * n_slots
     step = step_bucket(step_tokens)
