@@ -85,3 +85,8 @@ class UnsupportedSchemaError(GrammarError):
     def __init__(self, message: str, keywords: list[str]):
         super().__init__(message)
         self.keywords = keywords
+
+
+class ContextLengthWarning(UserWarning):
+    """A context longer than the model was trained for (its `context_length`) was asked for. It is used as asked,
+    as llama.cpp does; text beyond the trained length is usually worse."""
