@@ -185,7 +185,8 @@ class ModelConfig:
         rope_dim = m.get("rope.dimension_count", head_dim, minimum=2)
         if rope_dim % 2 or rope_dim > head_dim:
             raise ModelMetadataError(f"{m.where}: metadata {key('rope.dimension_count')} = {rope_dim} is invalid: "
-                                     f"RoPE rotates an even number of dimensions, at most the head size ({sources['head_dim']} = {head_dim})")
+                                     "RoPE rotates an even number of dimensions, at most the head size "
+                                     f"({sources['head_dim']} = {head_dim})")
         scaling = m.md.get(key("rope.scaling.type"), "none")
         factor = m.get("rope.scaling.factor", 1.0, float, minimum=0.0) or 1.0
         if scaling not in ("none", "linear") and factor != 1.0:

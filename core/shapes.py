@@ -3,8 +3,8 @@
 Every dimension the forward pass relies on comes from metadata (`{arch}.embedding_length`, head counts, ...) and is
 also written into the tensors' shapes. A file whose metadata disagrees with its tensors would run with the wrong
 strides and print garbage (or read past a buffer), so each config declares the shape of every tensor it reads
-(`ModelConfig.tensor_shapes`), each dimension carrying the metadata it came from, and `check_blocks` and `check_shapes` refuse a
-file where one differs, naming the key, its value and what the tensor says.
+(`ModelConfig.tensor_shapes`), each dimension carrying the metadata it came from, and `check_blocks` and
+`check_shapes` refuse a file where one differs, naming the key, its value and what the tensor says.
 """
 from __future__ import annotations
 

@@ -52,7 +52,8 @@ class Gemma3Config(ModelConfig):
         elif isinstance(pattern, list):  # one flag per layer: true where the layer is local
             local = tuple(bool(v) for v in pattern)
             if len(local) != n_layer:
-                raise ModelMetadataError(f"{where}: metadata {m.arch}.attention.sliding_window_pattern has {len(local)} flags for {n_layer} layers")
+                raise ModelMetadataError(f"{where}: metadata {m.arch}.attention.sliding_window_pattern has "
+                                         f"{len(local)} flags for {n_layer} layers")
         else:
             # Every period-th layer is global; a period of 0 makes them all local (as llama.cpp reads it).
             period = m.get("attention.sliding_window_pattern", 6, minimum=0)

@@ -170,5 +170,6 @@ def test_no_assert_guards_anything_in_the_core() -> None:
     # `python -O` strips asserts: none may stand between input and the code that relies on it.
     core = Path(__file__).parents[2] / "core"
     found = [f"{p.relative_to(core)}:{n}" for p in core.rglob("*.py")
-             for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1) if line.strip().startswith("assert ")]
+             for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+             if line.strip().startswith("assert ")]
     assert not found, found

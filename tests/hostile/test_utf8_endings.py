@@ -99,7 +99,8 @@ def test_the_api_and_the_server_end_a_split_character_alike(smollm2_path: Path) 
     assert all(text.endswith("\ufffd") and reason == "length" for text, reason in api[:4]), api
     with running_server(smollm2_path, ["--ctx", "256", "--max-batch", "2"]) as base:
         for (prompt, n, stop), expected in zip(cases, api):
-            body = {"model": smollm2_path.name, "prompt": prompt, "max_tokens": n, "temperature": 0, "stop": stop or None}
+            body = {"model": smollm2_path.name, "prompt": prompt, "max_tokens": n, "temperature": 0,
+                    "stop": stop or None}
             whole = httpx.post(f"{base}/v1/completions", json=body, timeout=120).json()["choices"][0]
             assert (whole["text"], whole["finish_reason"]) == expected, (prompt, n, stop)
             with httpx.stream("POST", f"{base}/v1/completions", json=body | {"stream": True}, timeout=120) as r:
