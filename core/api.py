@@ -21,8 +21,8 @@ from .generation import FinishEvent, GenerationRequest
 from .gguf import open_gguf
 from .gpu import open_device
 from .gpu.kernels import Kernels
-from .memory import plan_memory
-from .models import config_from_metadata, model_class
+from .memory import check_context, plan_memory
+from .models import model_class, model_config
 from .models.weights import WeightLoader
 from .sampler import SamplingParams
 from .tokenizer import Tokenizer
@@ -48,16 +48,17 @@ class LLM:
         `q8_activations` rounds activations to 8 bits before matmuls over quantized weights, as llama.cpp does: its
         numbers rather than f32's (which are closer to the unquantized model)."""
         t0 = time.perf_counter()
+        check_context(context)  # before anything is opened
         self.path = path
         self.gguf = open_gguf(path)
         md = self.gguf.metadata
-        self.config = config_from_metadata(md, self.gguf.name)
+        self.config = model_config(self.gguf)
         self.tokenizer = Tokenizer.from_metadata(md)
         self.template = ChatTemplate.from_metadata(md)
         self.device = device or open_device()
         # One slot more than asked for holds the `chat` conversation; all slots share the cache's memory, sized for
         # `n_slots` full contexts. The plan refuses what cannot fit before anything is allocated.
-        self.plan = plan_memory(self.gguf, self.device.info, context=context or 2048, n_slots=n_slots,
+        self.plan = plan_memory(self.gguf, self.device.info, context=context, n_slots=n_slots,
                                 step_tokens=max_tokens_per_step, fold_norms=fold_norms)
         self.context = self.plan.context
         self.model = model_class(self.config.arch)(self.config, WeightLoader(self.gguf, self.device),

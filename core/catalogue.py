@@ -187,7 +187,8 @@ def resolve(model: str, *, verify: bool = False) -> str:
 
 def _browser_url(ref: HubRef | None) -> str:
     """Inside Pyodide there is no huggingface_hub: the page fetches the file from the hub's URL itself."""
-    assert ref is not None
+    if ref is None:
+        raise ModelNotFoundError("no Hugging Face reference to fetch in the browser")
     if ref.file is None:
         raise ModelNotFoundError(f"{ref}: in the browser, name the file (hf://{ref.repo}/FILE.gguf); choosing among "
                                  "a repository's files needs its listing, which web/hub.js fetches before Python runs")
@@ -231,7 +232,8 @@ def _pull_hub_entry(entry: CatalogueEntry, verify: bool, out: IO[str]) -> Path:
     from . import hub
 
     ref = parse_reference(entry.hub or "")
-    assert ref is not None
+    if ref is None:
+        raise ModelNotFoundError(f"{entry.name}: its catalogue entry names no valid Hugging Face reference")
     path = hub.pull(ref, out)
     problem = _cached_problem(path, entry, verify)
     if problem is not None:

@@ -16,6 +16,7 @@ import json
 import os
 import sys
 import traceback
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -206,7 +207,7 @@ BENCH_PROMPT = ("The history of the city of Paris begins with the Parisii, a Cel
 
 def _engine_arguments(parser: argparse.ArgumentParser) -> None:
     _model_argument(parser)
-    parser.add_argument("--ctx", type=int, default=2048, help="context size in tokens (default 2048)")
+    parser.add_argument("--ctx", type=_positive_int, help=CTX_HELP)
     parser.add_argument("--q8-activations", action="store_true",
                         help="round activations to 8 bits before quantized matmuls, as llama.cpp does (its numbers, "
                              "less precision)")
@@ -382,7 +383,7 @@ def _serve_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--port", type=int, default=8000, help="port to listen on (default 8000)")
     parser.add_argument("--api-key", default=os.environ.get("LLMCHAT_API_KEY"),
                         help="require `Authorization: Bearer KEY` on /v1 routes (default: $LLMCHAT_API_KEY, else none)")
-    parser.add_argument("--ctx", type=int, default=2048, help="context size in tokens per sequence (default 2048)")
+    parser.add_argument("--ctx", type=_positive_int, help=CTX_HELP + "; per sequence")
     parser.add_argument("--max-batch", type=int, default=8, help="sequences decoded together (default 8)")
     parser.add_argument("--max-queue", type=int, default=64,
                         help="sequences that may wait for a batch place; beyond that requests get 429 (default 64)")
@@ -421,6 +422,26 @@ def _load_metadata(model: str) -> Mapping[str, Any]:
         return gguf.metadata
 
 
+CTX_HELP = ("context size in tokens (default 2048, or the model's trained length when shorter; a longer one than "
+            "the model was trained for runs as asked, with a warning)")
+
+
+def _positive_int(text: str) -> int:
+    """argparse type for sizes: a positive integer, refused as a usage error before anything is loaded."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive number of tokens, not {value}")
+    return value
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """Warnings from the core (a context beyond the trained length, ...) as one `llmchat: warning:` line."""
+    print(f"llmchat: warning: {message}", file=sys.stderr if file is None else file)
+
+
 def _json_argument(text: str) -> Any:
     """argparse type for JSON options; "-" reads standard input. Bad JSON becomes a usage error (exit 2)."""
     try:
@@ -449,6 +470,12 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI and return the process exit status."""
     args = build_parser().parse_args(argv)
+    with warnings.catch_warnings():  # restores the hook, for callers that run main() in their own process
+        warnings.showwarning = _show_warning
+        return _dispatch(args)
+
+
+def _dispatch(args: argparse.Namespace) -> int:
     try:
         return args.handler(args)
     except LLMChatError as exc:

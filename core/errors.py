@@ -12,6 +12,11 @@ class GGUFError(LLMChatError):
     """A GGUF file (or shard set) is malformed, truncated or uses something we do not support."""
 
 
+class ModelMetadataError(GGUFError):
+    """A model's metadata is missing a value, holds one that is not finite or out of range, or disagrees with the
+    shapes of its tensors. The message names the key, the value found and what the tensors say."""
+
+
 class SourceError(LLMChatError):
     """Bytes could not be read: missing file, HTTP failure, a server that ignores Range, a missing shard."""
 
@@ -80,3 +85,8 @@ class UnsupportedSchemaError(GrammarError):
     def __init__(self, message: str, keywords: list[str]):
         super().__init__(message)
         self.keywords = keywords
+
+
+class ContextLengthWarning(UserWarning):
+    """A context longer than the model was trained for (its `context_length`) was asked for. It is used as asked,
+    as llama.cpp does; text beyond the trained length is usually worse."""

@@ -168,7 +168,8 @@ def open_gguf(target: str | os.PathLike[str] | Source, *,
                 sources.append(first)
                 continue
             path = shard_name(first.name, index, count)
-            assert path is not None  # the name matched the shard pattern above
+            if path is None:  # the name matched the shard pattern above, so this cannot happen
+                raise GGUFError(f"{first.name}: cannot name shard {index + 1} of {count}")
             try:
                 source = opener(path)
             except SourceError as e:

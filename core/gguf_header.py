@@ -290,7 +290,8 @@ def _alignment(r: _Reader, metadata: dict[str, object], types: dict[str, Metadat
     value = metadata["general.alignment"]
     if types["general.alignment"][0] not in _INTEGER_TYPES:
         r.fail(f"general.alignment must be an integer, not {types['general.alignment'][0].name}")
-    assert isinstance(value, int)
+    if not isinstance(value, int):
+        r.fail(f"general.alignment must be an integer, not {value!r}")
     if value <= 0 or value & (value - 1):
         r.fail(f"general.alignment must be a non-zero power of two, not {value}")
     return value

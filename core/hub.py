@@ -186,7 +186,8 @@ def remove(ref: HubRef) -> list[Path]:
     except ModelNotFoundError as exc:
         raise ModelNotFoundError(f"{ref} is not in the Hugging Face cache: {exc}") from None
     snapshot = _snapshot(ref)
-    assert snapshot is not None
+    if snapshot is None:
+        raise ModelNotFoundError(f"{ref} is not in the Hugging Face cache ({root})")
     storage = _repo_dir(root, ref.repo)
     removed = []
     for name in files:

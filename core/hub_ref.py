@@ -115,7 +115,8 @@ def listing_url(ref: HubRef, endpoint: str = DEFAULT_ENDPOINT) -> str:
 
 def named_files(ref: HubRef) -> list[str]:
     """The files an exact reference (`ref.file`) stands for: that file, or every shard of its split set."""
-    assert ref.file is not None
+    if ref.file is None:
+        raise ModelNotFoundError(f"{ref} names a repository, not a file")
     position = shard_number(ref.file)
     if position is None:
         return [ref.file]
@@ -153,7 +154,8 @@ def _models(paths: Iterable[str]) -> list[_Model]:
             singles.append(_Model((path,), 1))
         else:
             first = shard_name(path, 0, position[1])
-            assert first is not None
+            if first is None:  # shard_number matched, so shard_name does too
+                continue
             sets.setdefault((first, position[1]), {})[position[0]] = path
     shards = [_Model(tuple(v[k] for k in sorted(v)), count) for (_, count), v in sets.items()]
     return sorted(singles + shards, key=lambda m: m.files[0].lower())

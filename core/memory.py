@@ -8,21 +8,42 @@ from the same widths. The native loader, `llmchat inspect`, `llmchat serve` and 
 """
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 
-from .errors import ModelTooLargeError
+from .errors import ContextLengthWarning, InvalidRequestError, ModelTooLargeError
 from .gguf import GGUFFile
 from .gpu.device import BINDING_ALIGN, AdapterInfo
 from .gpu.kvlayout import blocks_for, layer_bytes
 from .gpu.ops import TOPK_MAX, topk_words
-from .models import config_from_metadata, model_class
+from .models import model_class, model_config
 from .models.base import ActivationSpec
 from .models.weights import WeightLoader
 
 # What "can this version run it" is judged against when no adapter is at hand: a GPU with WebGPU's default limits
-# (128 MiB bindings) and a 2048-token context.
+# (128 MiB bindings) and a 2048-token context (or the trained length, when shorter).
 DEFAULT_ADAPTER = AdapterInfo(name="a GPU with WebGPU's default limits", backend="webgpu")
 DEFAULT_CONTEXT = 2048
+
+
+def check_context(requested: int | None) -> None:
+    """Refuse a context that is not a positive number of tokens (None: the default)."""
+    if requested is not None and (isinstance(requested, bool) or not isinstance(requested, int) or requested < 1):
+        raise InvalidRequestError(f"the context must be a positive number of tokens, not {requested!r}")
+
+
+def context_size(requested: int | None, trained: int, where: str = "model") -> int:
+    """The context a load runs with, by one rule for the CLI (--ctx), the server and the API (context=): by default
+    DEFAULT_CONTEXT, or the trained length when that is shorter; a context asked for is used as asked, and when
+    it exceeds the trained length a ContextLengthWarning says so (what llama.cpp does), never a silent change."""
+    check_context(requested)
+    if requested is None:
+        return min(DEFAULT_CONTEXT, trained)
+    if requested > trained:
+        warnings.warn(f"{where}: running with a context of {requested} tokens as asked, longer than the {trained} "
+                      f"the model was trained for (its context_length); text beyond {trained} tokens may degrade",
+                      ContextLengthWarning, stacklevel=3)
+    return requested
 
 
 def step_bucket(n: int) -> int:
@@ -67,15 +88,15 @@ def candidates_bytes(step_tokens: int) -> int:
     return step_tokens * topk_words(TOPK_MAX) * 4
 
 
-def plan_memory(gguf: GGUFFile, info: AdapterInfo, *, context: int, n_slots: int = 1,
+def plan_memory(gguf: GGUFFile, info: AdapterInfo, *, context: int | None, n_slots: int = 1,
                 kv_positions: int | None = None, step_tokens: int = 64, fold_norms: bool | None = None,
                 gpu_budget: int = 0) -> MemoryPlan:
-    """The plan for `n_slots` sequences of up to `context` positions (the context is capped at what the model was
-    trained for) sharing a cache of `kv_positions` (default: a full context each). Raises ModelTooLargeError,
+    """The plan for `n_slots` sequences of up to `context` positions (see `context_size`; None: the default)
+    sharing a cache of `kv_positions` (default: a full context each). Raises ModelTooLargeError,
     naming every problem, when a binding or the `gpu_budget` (bytes, 0 = unknown) would be exceeded, and
     UnsupportedModelError for an architecture or tensor type this version cannot run."""
-    config = config_from_metadata(gguf.metadata, gguf.name)
-    context = min(context, config.context_length)
+    config = model_config(gguf)
+    context = context_size(context, config.context_length, gguf.name)
     kv_positions = kv_positions or context * n_slots
     step = step_bucket(step_tokens)
     loader = WeightLoader(gguf, info=info)
@@ -111,4 +132,4 @@ def plan_memory(gguf: GGUFFile, info: AdapterInfo, *, context: int, n_slots: int
 
 def default_plan(gguf: GGUFFile) -> MemoryPlan:
     """The plan on DEFAULT_ADAPTER: what `llmchat inspect` and `llmchat list` report without opening a GPU."""
-    return plan_memory(gguf, DEFAULT_ADAPTER, context=DEFAULT_CONTEXT)
+    return plan_memory(gguf, DEFAULT_ADAPTER, context=None)

@@ -115,7 +115,8 @@ class FileSource(Source):
         self._check_range(offset, length)
         if self._view is not None:
             return self._view[offset:offset + length]
-        assert self._file is not None  # without a mapping the file stays open until close()
+        if self._file is None:  # without a mapping the file stays open until close()
+            raise SourceError(f"{self.name}: the file is not open")
         with self._lock:  # seek + read must not interleave between threads
             try:
                 self._file.seek(offset)

@@ -92,7 +92,7 @@ def write_model(path: Path, *, arch: str = "llama", label: str | None = None, qt
                 context_length: int = 512, rope_base: float = 10000.0, norm_eps: float = 1e-5,
                 llama3_rope: dict | None = None, sliding_window: int = 0, rope_base_swa: float | None = None,
                 rope_linear: float | None = None, rope_dim: int | None = None, original_context: int | None = None,
-                attention_bias: bool = False) -> Path:
+                attention_bias: bool = False, metadata: dict[str, object] | None = None) -> Path:
     """Write a random model of `arch` as the converter would, under `general.architecture` = `label` (default
     `arch`; a different label writes the same tensors and keys under another architecture name).
 
@@ -105,6 +105,9 @@ def write_model(path: Path, *, arch: str = "llama", label: str | None = None, qt
       gemma3: `sliding_window` (0: none, every layer global), local RoPE base `rope_base_swa`;
       phi3: `rope_dim` < head_dim rotates part of each head; `original_context` adds LongRoPE (long and short
         factors, attention factor from context_length / original_context).
+    `metadata` overwrites keys after the converter's are written (a value, kept in the type the key had, or a
+    `(value, GGUFValueType)` pair) or removes them (None), leaving the tensors as they are: a file whose metadata
+    contradicts its tensors.
     """
     if arch not in ARCHES:
         raise ValueError(f"no tiny-model recipe for '{arch}'")
@@ -175,6 +178,13 @@ def write_model(path: Path, *, arch: str = "llama", label: str | None = None, qt
     w.add_add_bos_token(False)
     w.add_chat_template("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
                         "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+
+    for key, value in (metadata or {}).items():
+        if value is None:
+            w.kv_data[0].pop(key, None)
+            continue
+        value, vtype = value if isinstance(value, tuple) else (value, w.kv_data[0][key].type)
+        w.kv_data[0][key] = gguf.GGUFValue(value=value, type=vtype)
 
     # -- tensors ---------------------------------------------------------------------------------------------------
     def name(kind: T, suffix: str = "weight", bid: int | None = None) -> str:

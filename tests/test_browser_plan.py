@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from llmchat.errors import ModelTooLargeError
+from llmchat.errors import ContextLengthWarning, ModelTooLargeError
 from llmchat.gguf import open_gguf
 from llmchat.gpu.device import AdapterInfo
 from llmchat.web.runtime import plan
@@ -26,9 +26,10 @@ def test_smollm2_fits_a_phone_class_adapter(model):
     assert need["context"] == 2048 and need["layers"] == 30
 
 
-def test_context_is_capped_at_what_the_model_was_trained_for(model):
+def test_a_context_beyond_the_trained_length_runs_as_asked_with_a_warning(model):
     trained = model.metadata["llama.context_length"]
-    assert plan(model, PHONE, context=10 ** 9)["context"] == trained
+    with pytest.warns(ContextLengthWarning, match=f"context of {2 * trained} tokens as asked, longer than the {trained}"):
+        assert plan(model, PHONE, context=2 * trained)["context"] == 2 * trained
 
 
 def test_too_little_gpu_memory_is_refused_with_the_numbers(model):

@@ -15,7 +15,7 @@ from ..gguf import GGUFFile, open_gguf
 from ..gpu.browser import BrowserDevice
 from ..gpu.device import AdapterInfo
 from ..memory import plan_memory
-from ..models import config_from_metadata
+from ..models import model_config
 
 # Tokens one prefill step takes (the engine's `max_tokens_per_step`): activations and logits are sized for it.
 STEP_TOKENS = 64
@@ -31,7 +31,7 @@ def plan(gguf: GGUFFile, info: AdapterInfo, context: int, gpu_budget: int = 0) -
     derives it from `navigator.deviceMemory` when that says little memory (the value is capped at 8 GiB for privacy).
     """
     result = plan_memory(gguf, info, context=context, step_tokens=STEP_TOKENS, gpu_budget=gpu_budget).as_dict()
-    config = config_from_metadata(gguf.metadata, gguf.name)
+    config = model_config(gguf)
     return {**result, "model": config.name or config.arch, "vocab": config.vocab_size, "layers": config.n_layer}
 
 

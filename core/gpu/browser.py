@@ -132,7 +132,8 @@ class BrowserDevice(Device):
         return BrowserProgram(dispatches, js_id)
 
     def run(self, program: Program) -> None:
-        assert isinstance(program, BrowserProgram)
+        if not isinstance(program, BrowserProgram):
+            raise GPUError("a program recorded for another device cannot run on this one")
         self._meta.extend((0, program.js_id, 0, 0))  # buffer id 0 marks a replay (web/gpu.js `apply`)
 
     def close(self) -> None:

@@ -124,7 +124,8 @@ class NativeDevice(Device):
         return NativeProgram(dispatches, steps, raw_steps)
 
     def run(self, program: Program) -> None:
-        assert isinstance(program, NativeProgram)
+        if not isinstance(program, NativeProgram):
+            raise GPUError("a program recorded for another device cannot run on this one")
         # The dispatches go straight to wgpu-native's C functions with handles prepared by `program`: wgpu-py's
         # wrappers check arguments and allocate per call (about 17 us a dispatch), which on a GPU that finishes a
         # token in milliseconds would be most of the step. Validation errors surface at `submit`, which goes

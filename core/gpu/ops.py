@@ -34,7 +34,8 @@ def matmul(rec: Recorder, w: Weight, x: Act, y: Act, *, y_offset: int = 0, mode:
     The number of rows of x to compute is the first u32 of `rows_from` (default: the step's token count).
     `tile` overrides the adapter's choice of kernel variant (variants.py); tests use it to cover every variant.
     """
-    assert x.cols == w.k, (w.name, x.cols, w.k)
+    if x.cols != w.k:
+        raise ValueError(f"'{w.name}' takes rows of {w.k} elements; its input has {x.cols}")
     if mode == GLU and (len(w.parts) > 1 or bias is not None):
         raise ValueError(f"'{w.name}': a gated matmul takes one stacked [gate; up] weight in one binding, no bias")
     glu_rows = w.rows // 2 if mode == GLU else 0

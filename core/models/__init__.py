@@ -46,5 +46,13 @@ def model_class(arch: str, where: str = "model") -> type:
 
 
 def config_from_metadata(md: dict, where: str = "model") -> ModelConfig:
-    """The model's config, parsed by its own architecture's file."""
+    """The model's config, parsed by its own architecture's file (metadata only: see `model_config`)."""
     return model_class(Metadata(md, where).arch, where).Config.from_metadata(md, where)
+
+
+def model_config(gguf) -> ModelConfig:
+    """The config of an opened GGUF file, checked against its tensors' shapes: what every load goes through, before
+    a device is opened or a byte of weights read."""
+    config = config_from_metadata(gguf.metadata, gguf.name)
+    config.check_tensors(gguf.tensors, gguf.name)
+    return config

@@ -20,11 +20,12 @@ import math
 from dataclasses import dataclass
 
 from ..config import Metadata, ModelConfig
-from ..errors import GGUFError, UnsupportedModelError
+from ..errors import ModelMetadataError, UnsupportedModelError
 from ..gpu import ops
 from ..gpu.device import Buffer
 from ..gpu.recorder import Act, Recorder
 from ..gpu.tensors import Weight
+from ..shapes import Dim
 from . import register
 from .base import Activations, ActivationSpec
 from .layers import Norm, decoder_activations, gated, logits, output_weight, project
@@ -44,25 +45,35 @@ class Gemma3Config(ModelConfig):
         common = cls.common(m)
         n_layer = common["n_layer"]
         # The converter writes no window when every layer is global (sliding_window_pattern 1 in the checkpoint).
-        window = m.get("attention.sliding_window", 0)
+        window = m.get("attention.sliding_window", 0, minimum=0)
         pattern = m.md.get(f"{m.arch}.attention.sliding_window_pattern", 6)
         if not window:
             local = (False,) * n_layer
         elif isinstance(pattern, list):  # one flag per layer: true where the layer is local
             local = tuple(bool(v) for v in pattern)
             if len(local) != n_layer:
-                raise GGUFError(f"{where}: sliding_window_pattern has {len(local)} flags for {n_layer} layers")
+                raise ModelMetadataError(f"{where}: metadata {m.arch}.attention.sliding_window_pattern has "
+                                         f"{len(local)} flags for {n_layer} layers")
         else:
             # Every period-th layer is global; a period of 0 makes them all local (as llama.cpp reads it).
-            period = int(pattern)
+            period = m.get("attention.sliding_window_pattern", 6, minimum=0)
             local = tuple(period == 0 or i % period < period - 1 for i in range(n_layer))
-        if m.get("final_logit_softcapping", 0.0, float):
+        if m.get("final_logit_softcapping", 0.0, float, minimum=0.0):
             raise UnsupportedModelError(f"{where}: final logit soft-capping is not supported yet")
         # llama.cpp recognises the 27B model by its 62 layers; its heads are narrower than n_embd / n_head.
         query_length = common["n_embd"] // common["n_head"] if n_layer == 62 else common["head_dim"]
         return cls(**common, sliding_window=window, local_layers=local,
-                   rope_base_local=m.get("rope.freq_base_swa", 10000.0, float),
+                   rope_base_local=m.get("rope.freq_base_swa", 10000.0, float, above=0.0),
                    attention_scale=query_length ** -0.5)
+
+    def tensor_shapes(self) -> dict[str, tuple[Dim, ...]]:
+        head, embd = self.dim("head_dim"), self.dim("n_embd")
+        shapes = super().tensor_shapes()
+        for i in range(self.n_layer):
+            p = f"blk.{i}."
+            shapes |= {p + "attn_q_norm.weight": (head,), p + "attn_k_norm.weight": (head,),
+                       p + "post_attention_norm.weight": (embd,), p + "post_ffw_norm.weight": (embd,)}
+        return shapes
 
 
 @dataclass

@@ -18,6 +18,7 @@ from ..gpu import ops
 from ..gpu.device import Buffer
 from ..gpu.recorder import Act, Recorder
 from ..gpu.tensors import Weight
+from ..shapes import Dim
 from . import register
 from .base import Activations, ActivationSpec
 from .layers import Norm, decoder_activations, gated, logits, output_weight, project
@@ -38,6 +39,13 @@ class LlamaConfig(ModelConfig):
         nope_step = 4 if m.arch == "smollm3" else 0
         return cls(**common, rope_neox=m.arch in ("qwen2", "qwen3"), qk_norm=m.arch == "qwen3",
                    rope_layers=tuple(not nope_step or (i + 1) % nope_step != 0 for i in range(n_layer)))
+
+    def tensor_shapes(self) -> dict[str, tuple[Dim, ...]]:
+        head = self.dim("head_dim")
+        shapes = super().tensor_shapes() | {"rope_freqs.weight": (self.dim("rope_dim") // 2,)}
+        for i in range(self.n_layer):
+            shapes |= {f"blk.{i}.attn_q_norm.weight": (head,), f"blk.{i}.attn_k_norm.weight": (head,)}
+        return shapes
 
 
 @dataclass

@@ -21,6 +21,7 @@ from ..gpu import ops
 from ..gpu.device import Buffer
 from ..gpu.recorder import Act, Recorder
 from ..gpu.tensors import Weight
+from ..shapes import Dim
 from . import register
 from .base import Activations, ActivationSpec
 from .layers import Norm, decoder_activations, gated, logits, output_weight, project
@@ -37,8 +38,19 @@ class Phi3Config(ModelConfig):
         m = Metadata(md, where)
         common = cls.common(m)
         return cls(**common,
-                   original_context=m.get("rope.scaling.original_context_length", common["context_length"]),
-                   rope_mscale=m.get("rope.scaling.attn_factor", 1.0, float))
+                   original_context=m.get("rope.scaling.original_context_length", common["context_length"],
+                                          minimum=1),
+                   rope_mscale=m.get("rope.scaling.attn_factor", 1.0, float, above=0.0))
+
+    def tensor_shapes(self) -> dict[str, tuple[Dim, ...]]:
+        embd, ff, head = self.dim("n_embd"), self.dim("n_ff"), self.dim("head_dim")
+        q, kv = self.dim("n_head") * head, self.dim("n_kv_head") * head
+        factors = (self.dim("rope_dim") // 2,)
+        shapes = super().tensor_shapes() | {"rope_factors_short.weight": factors, "rope_factors_long.weight": factors}
+        for i in range(self.n_layer):
+            p = f"blk.{i}."
+            shapes |= {p + "attn_qkv.weight": (embd, q + kv * 2), p + "ffn_up.weight": (embd, ff * 2)}
+        return shapes
 
 
 @dataclass

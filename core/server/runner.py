@@ -21,7 +21,7 @@ class ServeConfig:
     host: str = "127.0.0.1"
     port: int = 8000
     api_key: str | None = None
-    ctx: int = 2048
+    ctx: int | None = None  # None: llmchat.memory.context_size's default
     max_batch: int = 8
     max_queue: int = 64
     prefill_chunk: int = 16
@@ -33,7 +33,7 @@ class ServeConfig:
     def validate(self) -> None:
         """Refuse settings that cannot work, before the model is loaded."""
         checks = [(1 <= self.port <= 65535, "--port must be between 1 and 65535"),
-                  (self.ctx >= 16, "--ctx must be at least 16 tokens"),
+                  (self.ctx is None or self.ctx >= 16, "--ctx must be at least 16 tokens"),
                   (1 <= self.max_batch <= 256, "--max-batch must be between 1 and 256"),
                   (self.max_queue >= 0, "--max-queue must be >= 0"),
                   (self.prefill_chunk >= 1, "--prefill-chunk must be >= 1"),
