@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from . import generation
 from .catalogue import resolve
 from .chat import ChatTemplate
+from .constraint import Constraint
 from .engine import Engine, Feed
 from .errors import ContextOverflowError, LLMChatError
 from .generation import FinishEvent, GenerationRequest
@@ -24,14 +25,21 @@ from .gpu.kernels import Kernels
 from .memory import check_context, plan_memory
 from .models import model_class, model_config
 from .models.weights import WeightLoader
+from .reply import Reply
 from .sampler import SamplingParams
+from .structured import ChatSetup, prepare_chat, structured_constraint
 from .tokenizer import Tokenizer
 
 
 @dataclass
 class Event:
     """One piece of a streamed generation: a token and the text it completes (possibly empty: held back for a
-    stop string or an unfinished character). The last event has `finish_reason` set ("stop" or "length")."""
+    stop string or an unfinished character). The last event has `finish_reason` set ("stop", "length", or
+    "tool_calls" when a chat reply called tools).
+
+    In `chat`, `text` is the reply's content only: a reasoning model's thinking comes as `reasoning`, tool calls
+    as `tool_calls` deltas in OpenAI's streaming shape, and the last event carries the whole `message`
+    (`content`, `reasoning_content`, `tool_calls`) as OpenAI's non-streaming answer has it."""
 
     text: str
     token: int | None = None
@@ -39,6 +47,9 @@ class Event:
     finish_reason: str | None = None
     usage: dict = field(default_factory=dict)
     timings: dict = field(default_factory=dict)
+    reasoning: str = ""
+    tool_calls: list = field(default_factory=list)
+    message: dict | None = None
 
 
 class LLM:
@@ -77,9 +88,15 @@ class LLM:
         return self.tokenizer.encode(prompt, add_bos=self.tokenizer.add_bos, parse_special=True)
 
     def encode_messages(self, messages: Sequence[dict], tools=None) -> list[int]:
-        text = self.template.render(messages, add_generation_prompt=True, tools=tools)
+        return self.encode_chat(self.template.render(messages, add_generation_prompt=True, tools=tools))
+
+    def encode_chat(self, text: str) -> list[int]:
         # The template writes BOS itself when the model wants one.
         return self.tokenizer.encode(text, add_bos=False, parse_special=True)
+
+    def prepare_chat(self, messages: Sequence[dict], **fields) -> ChatSetup:
+        """The prompt, reply constraint and reply parser for a chat request (see `chat` for the fields)."""
+        return prepare_chat(self.template, self.tokenizer, messages, **fields)
 
     # -- scoring -------------------------------------------------------------------------------------------------
     def prefill(self, slot: int, ids: list[int], start: int = 0, all_logits: bool = False, top_k: int = 0) -> list:
@@ -135,27 +152,41 @@ class LLM:
 
     # -- generation ----------------------------------------------------------------------------------------------
     def generate(self, prompt: str | Sequence[dict] | list[int], *, max_tokens: int = 256,
-                 stop: Sequence[str] = (), ignore_eos: bool = False, **sampling) -> Iterator[Event]:
+                 stop: Sequence[str] = (), ignore_eos: bool = False, response_format=None, grammar=None,
+                 json_schema=None, **sampling) -> Iterator[Event]:
         """Stream a completion of a raw prompt (str), of token ids, or of chat messages (a list of dicts).
 
-        `ignore_eos` keeps generating past end-of-generation tokens (benchmarks)."""
+        `ignore_eos` keeps generating past end-of-generation tokens (benchmarks). `response_format`, `grammar`
+        and `json_schema` constrain the text as in `chat`."""
         if isinstance(prompt, str):
             ids = self.encode_prompt(prompt)
         elif prompt and isinstance(prompt[0], int):
             ids = list(prompt)
         else:
             ids = self.encode_messages(prompt)
-        seq = self._sequence(ids, max_tokens, stop, sampling, ignore_eos)
+        constraint = structured_constraint(self.tokenizer, response_format, grammar=grammar, json_schema=json_schema)
+        seq = self._sequence(ids, max_tokens, stop, sampling, ignore_eos, constraint)
         with self._slot() as slot:
             seq.start(slot)
             yield from self._run(seq)
 
     def chat(self, messages: Sequence[dict], *, max_tokens: int = 256, stop: Sequence[str] = (),
-             **sampling) -> Iterator[Event]:
-        """Like generate(messages), keeping the conversation's KV cache: the next call with the same history plus
-        new messages only computes the new tokens."""
-        ids = self.encode_messages(messages)
-        seq = self._sequence(ids, max_tokens, stop, sampling)
+             response_format=None, tools=None, tool_choice=None, parallel_tool_calls=None,
+             chat_template_kwargs=None, grammar=None, json_schema=None, **sampling) -> Iterator[Event]:
+        """Stream a chat reply, keeping the conversation's KV cache: the next call with the same history plus new
+        messages only computes the new tokens.
+
+        Structured output, in OpenAI's shapes: `response_format` ({"type": "json_object"}, {"type":
+        "json_schema", "json_schema": {"name", "schema"}}, {"type": "grammar", "grammar": GBNF}, {"type":
+        "regex", "regex": ...}) or llama.cpp's `grammar`/`json_schema`; `tools` (OpenAI function tools) with
+        `tool_choice` ("auto", "none", "required" or {"type": "function", "function": {"name"}}) and
+        `parallel_tool_calls`; `chat_template_kwargs` passes options such as {"enable_thinking": False} to the
+        chat template. `logit_bias` ({token id: -100..100}) and the other sampling options go with them."""
+        setup = self.prepare_chat(messages, response_format=response_format, grammar=grammar,
+                                  json_schema=json_schema, tools=tools, tool_choice=tool_choice,
+                                  parallel_tool_calls=parallel_tool_calls, template_kwargs=chat_template_kwargs)
+        ids = self.encode_chat(setup.prompt)
+        seq = self._sequence(ids, max_tokens, stop, sampling, constraint=setup.constraint)
         if self._chat_slot is None:
             self._chat_slot = self.engine.kv.new_slot()
             self._chat_tokens = []
@@ -167,9 +198,18 @@ class LLM:
         common = self.engine.kv.truncate(self._chat_slot, common)
         self._chat_tokens = ids[:common]
         seq.start(self._chat_slot, common)
+        reply = Reply(setup.parser())
         for event in self._run(seq):
-            if event.finish_reason is not None:  # before the last event: a caller may stop reading at it
+            if event.finish_reason is None:
+                delta = reply.feed(event.text)
+            else:  # the conversation's cache first: a caller may stop reading at the last event
                 self._chat_tokens = seq.tokens[:seq.pos]
+                delta = reply.close(event.text)
+                event.finish_reason = reply.finish_reason(event.finish_reason)
+                event.message = reply.message()
+            event.text = delta.get("content", "")
+            event.reasoning = delta.get("reasoning_content", "")
+            event.tool_calls = delta.get("tool_calls", [])
             yield event
 
     def reset_chat(self) -> None:
@@ -178,8 +218,9 @@ class LLM:
         self._chat_slot, self._chat_tokens = None, []
 
     def _sequence(self, ids: list[int], max_tokens: int, stop: Sequence[str], sampling: dict,
-                  ignore_eos: bool = False) -> generation.Sequence:
-        request = GenerationRequest(ids, SamplingParams(**sampling), max_tokens, tuple(stop), ignore_eos=ignore_eos)
+                  ignore_eos: bool = False, constraint: Constraint | None = None) -> generation.Sequence:
+        request = GenerationRequest(ids, SamplingParams(**sampling), max_tokens, tuple(stop), ignore_eos=ignore_eos,
+                                    constraint=constraint)
         return generation.Sequence(request, self.tokenizer, self.config.vocab_size, self.context)
 
     def _run(self, seq: generation.Sequence) -> Iterator[Event]:
@@ -202,7 +243,8 @@ class LLM:
                     timings={"load_s": self.load_s,
                              "prefill_tok_s": (event.prompt_tokens - event.cached_tokens) / max(t1 - t0, 1e-9),
                              "decode_tok_s": decode_tokens / (t2 - t1) if decode_tokens else 0.0,
-                             "host_ms_per_token": 1e3 * (stats["host_s"] - host0) / max(1, stats["steps"] - steps0)})
+                             "host_ms_per_token": 1e3 * (stats["host_s"] - host0) / max(1, stats["steps"] - steps0),
+                             **({"grammar": dict(seq.constraint.stats)} if seq.constraint else {})})
 
     def _slot(self):
         return _SlotLease(self.engine.kv)

@@ -19,6 +19,7 @@ import traceback
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from . import __version__
@@ -225,6 +226,31 @@ def _sampling_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--frequency-penalty", type=float, default=0.0)
     parser.add_argument("--seed", type=int)
     parser.add_argument("--stop", action="append", default=[], help="stop string (repeatable)")
+    shape = parser.add_mutually_exclusive_group()
+    shape.add_argument("--json-schema", metavar="FILE", help="constrain the reply to JSON matching this schema")
+    shape.add_argument("--grammar", metavar="FILE", help="constrain the reply to this GBNF grammar (llama.cpp's)")
+
+
+def _structure(args: argparse.Namespace) -> dict[str, Any]:
+    """The reply's constraint from --json-schema / --grammar, read (and a schema converted) before any model is
+    loaded, so a bad file fails in a moment rather than after the load."""
+    from .grammar.json_schema import schema_to_gbnf
+
+    if args.json_schema:
+        try:
+            schema = json.loads(Path(args.json_schema).read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise InvalidRequestError(f"--json-schema: cannot read {args.json_schema}: {exc.strerror}") from None
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise InvalidRequestError(f"--json-schema: {args.json_schema} is not JSON: {exc}") from None
+        schema_to_gbnf(schema)  # refuses unsupported keywords now
+        return {"json_schema": schema}
+    if args.grammar:
+        try:
+            return {"grammar": Path(args.grammar).read_text(encoding="utf-8")}
+        except (OSError, UnicodeDecodeError) as exc:
+            raise InvalidRequestError(f"--grammar: cannot read {args.grammar}: {exc}") from None
+    return {}
 
 
 def _sampling(args: argparse.Namespace) -> dict[str, Any]:
@@ -259,9 +285,10 @@ def _run_arguments(parser: argparse.ArgumentParser) -> None:
 @command("run", "complete a raw prompt, streaming the text", _run_arguments)
 def run_command(args: argparse.Namespace) -> int:
     sampling = _sampling(args)
+    structure = _structure(args)
     llm = _load(args)
     ids, text = [], []
-    for event in llm.generate(args.prompt, max_tokens=args.max_tokens, stop=args.stop, **sampling):
+    for event in llm.generate(args.prompt, max_tokens=args.max_tokens, stop=args.stop, **structure, **sampling):
         if event.token is not None:
             ids.append(event.token)
         text.append(event.text)
@@ -286,6 +313,7 @@ def _chat_arguments(parser: argparse.ArgumentParser) -> None:
 @command("chat", "talk with a model in the terminal (Ctrl-C stops a reply, Ctrl-D leaves)", _chat_arguments)
 def chat_command(args: argparse.Namespace) -> int:
     sampling = _sampling(args)
+    structure = _structure(args)
     llm = _load(args)
     messages = [{"role": "system", "content": args.system}] if args.system else []
     print(f"llmchat: {llm.config.name or args.model} on {llm.device.info.name}, chat template: "
@@ -300,8 +328,11 @@ def chat_command(args: argparse.Namespace) -> int:
             continue
         messages.append({"role": "user", "content": line})
         reply = []
+        dim = ("\033[2m", "\033[0m") if sys.stdout.isatty() else ("", "")
         try:
-            for event in llm.chat(messages, max_tokens=args.max_tokens, stop=args.stop, **sampling):
+            for event in llm.chat(messages, max_tokens=args.max_tokens, stop=args.stop, **structure, **sampling):
+                if event.reasoning:  # a reasoning model's thinking: shown dimmed, not kept in the history
+                    print(f"{dim[0]}{event.reasoning}{dim[1]}", end="", flush=True)
                 reply.append(event.text)
                 print(event.text, end="", flush=True)
         except KeyboardInterrupt:

@@ -7,9 +7,11 @@ lives in `Sequence`, so both see the same tokens, the same text and the same fin
 """
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence as Seq
+from array import array
+from collections.abc import Callable, Iterator, Sequence as Seq
 from dataclasses import dataclass
 
+from .constraint import Constraint, ConstraintState
 from .engine import Engine, Feed
 from .errors import ContextOverflowError, InvalidRequestError
 from .gpu.ops import TopK
@@ -21,7 +23,8 @@ from .tokenizer import Tokenizer
 @dataclass(frozen=True)
 class GenerationRequest:
     """One sequence to generate. `top_logprobs` None means no log-probabilities at all; 0 means only the chosen
-    token's; n > 0 adds the n most likely alternatives at each position."""
+    token's; n > 0 adds the n most likely alternatives at each position. `constraint` limits the reply to what a
+    grammar allows (structured output, tool calls)."""
 
     prompt: Seq[int]
     params: SamplingParams
@@ -29,6 +32,7 @@ class GenerationRequest:
     stop: tuple[str, ...] = ()
     top_logprobs: int | None = None
     ignore_eos: bool = False
+    constraint: Constraint | None = None
 
 
 @dataclass(frozen=True)
@@ -41,7 +45,8 @@ class TokenEvent:
 
 @dataclass(frozen=True)
 class FinishEvent:
-    reason: str  # "stop" (end-of-generation token or stop string) or "length" (max_tokens or the context)
+    reason: str  # "stop" (end-of-generation token, stop string, or a grammar's complete match) or "length"
+    # (max_tokens or the context)
     text: str  # the rest of the text held back until the end
     prompt_tokens: int
     completion_tokens: int
@@ -49,6 +54,10 @@ class FinishEvent:
 
 
 Event = TokenEvent | FinishEvent
+
+# GPU candidates a constrained sequence asks for at least: a grammar rules out many of the most likely tokens
+# (a space where it wants a quote), and reading the whole row back costs far more than a few more candidates.
+CONSTRAINED_CANDIDATES = 16
 
 
 class Sequence:
@@ -67,6 +76,8 @@ class Sequence:
         self.text = TextStream(tokenizer, request.stop)
         self._eog = frozenset() if request.ignore_eos else tokenizer.eog_ids
         self._context = context
+        self.constraint = None if request.constraint is None else ConstraintState(
+            request.constraint, tokenizer, tokenizer.eog_ids)
 
     def start(self, slot: int, cached: int = 0) -> None:
         """Run in `slot`, whose cache already holds the first `cached` positions of the prompt."""
@@ -76,30 +87,50 @@ class Sequence:
     def candidates_needed(self) -> int:
         """GPU top-k candidates enough to sample this sequence's next token; 0 when it needs the whole row."""
         k = self.request.params.candidates_k
+        if k and self.constraint is not None:
+            # Enough that the grammar usually leaves some: the whole row is read only when it leaves too few.
+            k = max(k, CONSTRAINED_CANDIDATES)
         return 0 if k == 0 else max(k, self.request.top_logprobs or 0)
 
     def pending(self, budget: int) -> list[int]:
         """The next tokens to feed, at most `budget`: a prompt chunk, or the last generated token."""
         return self.tokens[self.pos:self.pos + budget]
 
-    def sample(self, out) -> list[Event]:
+    def sample(self, out, read_row: Callable[[], array] | None = None) -> list[Event]:
         """Pick the next token from the step's output for this sequence (a full logits row or the GPU's `TopK`)
-        and return what it produces: a token event, a finish event, or both."""
-        request, sampler = self.request, self.sampler
+        and return what it produces: a token event, a finish event, or both.
+
+        Under a grammar the candidates are filtered by it; when fewer survive than sampling needs, the whole row
+        is read with `read_row` and masked instead (`constraint.stats` counts how often)."""
+        request, sampler, constraint = self.request, self.sampler, self.constraint
         n_top = request.top_logprobs or 0
+        masked = constraint is not None and constraint.active
+        top: list = []
         if isinstance(out, TopK):
             ids, values = list(out.indices), list(out.values)
-            token, logprob = sampler.sample_candidates(ids, values, out.max, out.sum_exp, self.tokens)
             top = Sampler.top_logprobs(values, n_top, ids=ids, row_max=out.max, row_sumexp=out.sum_exp)
+            if masked:
+                kept = constraint.candidates(ids, values, request.params.candidates_k)
+                if kept is not None:
+                    ids, values = kept
+                elif read_row is None:
+                    raise ValueError("the grammar allows too few candidates and there is no way to read the row")
+                else:
+                    out = read_row()
+        if isinstance(out, TopK):
+            token, logprob = sampler.sample_candidates(ids, values, out.max, out.sum_exp, self.tokens)
         else:
-            token, logprob = sampler.sample_full(out, self.tokens)
-            top = Sampler.top_logprobs(out, n_top) if n_top else []
+            token, logprob = sampler.sample_full(out, self.tokens, constraint.allowed() if masked else None)
+            if n_top and not top:
+                top = Sampler.top_logprobs(out, n_top)
         self.generated += 1
         if token in self._eog:
             return [self._finish("stop")]
+        if constraint is not None:
+            constraint.accept(token)
         events: list[Event] = [TokenEvent(self.text.push(token), token, logprob,
                                           top if request.top_logprobs is not None else None)]
-        if self.text.stopped:
+        if self.text.stopped or (constraint is not None and constraint.finished):
             events.append(self._finish("stop"))
         elif self.generated >= request.max_tokens or len(self.tokens) + 1 > self._context:
             events.append(self._finish("length"))
@@ -139,21 +170,22 @@ def candidates_for(sampling: list[Sequence]) -> int:
     return min(MAX_GPU_CANDIDATES, 1 << (max(needs) - 1).bit_length())
 
 
-def step(engine: Engine, feeds: list[tuple[Sequence, list[int]]]) -> list[tuple[Sequence, object]]:
+def step(engine: Engine, feeds: list[tuple[Sequence, list[int]]]) -> list[tuple[Sequence, object, Callable]]:
     """One engine step feeding each sequence its tokens. Returns, for each sequence whose feed reaches the end of
-    its known tokens, the output to `sample` from; the others were only prefilled further."""
+    its known tokens, the output to `sample` from and the reader of its whole logits row (valid until the next
+    step); the others were only prefilled further."""
     sampling = [s for s, chunk in feeds if s.pos + len(chunk) == len(s.tokens)]
     outputs = engine.step([Feed(s.slot, chunk, s.pos) for s, chunk in feeds], top_k=candidates_for(sampling))
     result = []
-    for (seq, chunk), out in zip(feeds, outputs):
+    for row, ((seq, chunk), out) in enumerate(zip(feeds, outputs)):
         seq.pos += len(chunk)
         if seq.pos == len(seq.tokens):
-            result.append((seq, out))
+            result.append((seq, out, lambda row=row: engine.logits_row(row)))
     return result
 
 
 def generate(engine: Engine, seq: Sequence) -> Iterator[Event]:
     """Run one started sequence to its end: the prompt in chunks as large as a step allows, then token by token."""
     while seq.finish_reason is None:
-        for s, out in step(engine, [(seq, seq.pending(engine.max_step))]):
-            yield from s.sample(out)
+        for s, out, read_row in step(engine, [(seq, seq.pending(engine.max_step))]):
+            yield from s.sample(out, read_row)

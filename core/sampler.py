@@ -368,13 +368,10 @@ def _top_p_cut(ranked_logits: list[float], top_p: float, total: float) -> int | 
 
 def _masked(row: list[float], allowed: Collection[int]) -> list[float]:
     """The row with every token outside `allowed` at -inf (weight 0: never kept, never drawn)."""
-    size = len(row)
-    if len(allowed) * 4 < size:  # few allowed (a grammar between values): build from them
-        out = [-math.inf] * size
-        for token in allowed:
-            out[token] = row[token]
-        return out
-    return [logit if token in allowed else -math.inf for token, logit in enumerate(row)]
+    out = [-math.inf] * len(row)
+    for token in allowed:  # one pass over the allowed tokens: no membership test per vocabulary entry
+        out[token] = row[token]
+    return out
 
 
 def _in_id_order(ids: list[int], logits: list[float]) -> tuple[list[int], list[float]]:

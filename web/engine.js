@@ -231,13 +231,19 @@ class ReplyStream {
     const base = { id: this.id, created: this.created, model: this.model };
     if (data.type === "error") throw new EngineError(data.code, data.message);
     const finish = data.type === "done" ? data.finish_reason : null;
-    const text = data.type === "token" ? data.text : "";
+    const text = data.text || "";
+    // The core splits a chat reply into content, reasoning and tool calls (OpenAI's delta parts).
     const delta = this.first ? { role: "assistant", content: text } : text ? { content: text } : {};
+    if (data.reasoning) delta.reasoning_content = data.reasoning;
+    if (data.tool_calls?.length) delta.tool_calls = data.tool_calls;
     const choice = this.isChat ? { index: 0, delta, finish_reason: finish } : { index: 0, text, finish_reason: finish };
     this.first = false;
     const chunk = { ...base, object: this.isChat ? "chat.completion.chunk" : "text_completion", choices: [choice] };
     if (data.type === "token") chunk.llmchat = { token: data.token };
-    if (data.type === "done") Object.assign(chunk, { usage: data.usage, llmchat: { timings: data.timings } });
+    if (data.type === "done") {
+      Object.assign(chunk, { usage: data.usage, llmchat: { timings: data.timings } });
+      if (data.message) this.message = data.message;
+    }
     return chunk;
   }
 
@@ -269,8 +275,9 @@ class ReplyStream {
       last = chunk;
     }
     this.ended = true;
+    const message = this.message || { role: "assistant", content: text };
     const choice = this.isChat
-      ? { index: 0, message: { role: "assistant", content: text }, finish_reason: last.choices[0].finish_reason }
+      ? { index: 0, message, finish_reason: last.choices[0].finish_reason }
       : { index: 0, text, finish_reason: last.choices[0].finish_reason };
     return { id: this.id, object: this.isChat ? "chat.completion" : "text_completion", created: this.created,
       model: this.model, choices: [choice], usage: last.usage };

@@ -6,9 +6,11 @@
 // Attributes: model (a GGUF URL, or a Hugging Face reference such as hf://ORG/REPO/FILE.gguf or ORG/REPO:QUANT),
 // integrity (sha256 of the model), system-prompt, endpoint (OpenAI-compatible /v1 URL), mode (auto | local |
 // remote), remote-model (the model name sent to the endpoint), temperature, max-tokens, context-size, pyodide-url
-// (to load Pyodide from a CDN), hub-endpoint (a Hugging Face mirror), placeholder. Events (bubbling, composed; details in the README): llm-progress, llm-ready, llm-token, llm-done,
-// llm-error. Styling: CSS custom properties --llm-chat-* and parts (container, status, progress, warning, log,
-// message, user, assistant, form, input, send, stop). Model output is always inserted as text, never as HTML.
+// (to load Pyodide from a CDN), hub-endpoint (a Hugging Face mirror), placeholder. Property: tools (OpenAI
+// function tools the model may call). Events (bubbling, composed; details in the README): llm-progress, llm-ready,
+// llm-token, llm-done, llm-error, and llm-tool-call (answer it with event.detail.respond(result)). Styling: CSS
+// custom properties --llm-chat-* and parts (container, status, progress, warning, log, message, user, assistant,
+// reasoning, tool, form, input, send, stop). Model output is always inserted as text, never as HTML.
 
 import { Engine, createEngine, probeWebGPU } from "./engine.js";
 
@@ -39,6 +41,8 @@ progress[hidden] { display: none; }
   white-space: pre-wrap; overflow-wrap: anywhere; }
 .user { align-self: flex-end; background: var(--llm-chat-user-bg, #3b5bdb); color: var(--llm-chat-user-fg, #fff); }
 .assistant { align-self: flex-start; background: var(--llm-chat-assistant-bg, #f1f1f5); }
+.reasoning, .tool { align-self: flex-start; font-size: .85em; color: var(--llm-chat-muted, #5f5f6b);
+  background: var(--llm-chat-aside-bg, #fafafc); border: 1px dashed var(--llm-chat-rule, #d0d0d7); }
 form { display: flex; gap: .5rem; padding: .6rem; border-top: 1px solid var(--llm-chat-rule, #ececf1); }
 textarea { flex: 1; resize: none; font: inherit; padding: .45rem .6rem; border-radius: 8px;
   border: 1px solid var(--llm-chat-rule, #c9c9d3); min-height: 2.4rem; }
@@ -52,6 +56,7 @@ button.stop { background: var(--llm-chat-stop-bg, #6b6b76); }
 `;
 
 let instances = 0;
+const MAX_TOOL_ROUNDS = 8; // a model that keeps calling tools is answered without them after this many rounds
 
 export class LLMChatElement extends HTMLElement {
   static observedAttributes = ["model", "endpoint", "mode", "integrity", "context-size", "pyodide-url",
@@ -76,6 +81,7 @@ export class LLMChatElement extends HTMLElement {
       </div>`;
     this.$ = (selector) => root.querySelector(selector);
     this.history = []; // the conversation as OpenAI messages, system prompt excluded
+    this.tools = null; // OpenAI function tools the model may call; the page answers llm-tool-call events
     this.engine = null;
     this.current = null; // the reply being streamed
     this.$("form").addEventListener("submit", (event) => {
@@ -163,45 +169,34 @@ export class LLMChatElement extends HTMLElement {
     this.#fire("llm-progress", { ...detail, fraction });
   }
 
-  // Send a user message and stream the reply. Resolves with the reply text.
+  // Send a user message and stream the reply. Resolves with the reply text. When the model calls tools, each call
+  // fires llm-tool-call, the results go back to the model, and the reply goes on (at most MAX_TOOL_ROUNDS times).
   async send(text) {
     text = (text ?? "").trim();
     if (!text || this.current || !this.engine) return "";
     this.$("textarea").value = "";
+    const log = this.$(".log");
+    const start = { history: this.history.length, bubbles: log.children.length + 1 }; // the user's bubble stays
     this.history.push({ role: "user", content: text });
     this.#bubble("user", text);
-    const bubble = this.#bubble("assistant", "");
-    const log = this.$(".log");
     log.setAttribute("aria-busy", "true"); // announce the reply once, complete, not token by token
     this.#busy(true);
-    const system = this.getAttribute("system-prompt");
-    const messages = [...(system ? [{ role: "system", content: system }] : []), ...this.history];
     let reply = "";
     try {
-      const stream = await this.engine.chat.completions.create({
-        messages, stream: true, max_tokens: this.#number("max-tokens", 256),
-        temperature: this.#number("temperature", 0),
-      });
-      this.current = stream;
-      for await (const chunk of stream) {
-        const piece = chunk.choices[0].delta?.content ?? "";
-        if (piece) {
-          reply += piece;
-          bubble.textContent = reply; // text, never markup: model output cannot inject HTML or script
-          log.scrollTop = log.scrollHeight;
-        }
-        if (chunk.llmchat?.token !== undefined || piece) {
-          this.#fire("llm-token", { text: piece, token: chunk.llmchat?.token });
-        }
-        if (chunk.choices[0].finish_reason) {
-          this.#fire("llm-done", { text: reply, finish_reason: chunk.choices[0].finish_reason, usage: chunk.usage,
-            timings: chunk.llmchat?.timings });
+      for (let round = 0; ; round++) {
+        const turn = await this.#turn(round < MAX_TOOL_ROUNDS);
+        reply = turn.message.content;
+        this.history.push(turn.message);
+        if (!turn.message.tool_calls) break;
+        for (const call of turn.message.tool_calls) {
+          const result = await this.#callTool(call);
+          this.history.push({ role: "tool", tool_call_id: call.id, content: result });
+          this.#bubble("tool", `${call.function.name} → ${result}`);
         }
       }
-      this.history.push({ role: "assistant", content: reply });
     } catch (error) {
-      this.history.pop();
-      bubble.closest("li").remove(); // a reply cut by an error is not kept half-written
+      this.history.length = start.history; // a turn cut by an error is not kept half-written
+      while (log.children.length > start.bubbles) log.lastElementChild.remove();
       this.#status(error.message, "error");
       this.#fire("llm-error", { code: error.code || "error", message: error.message });
     } finally {
@@ -210,6 +205,77 @@ export class LLMChatElement extends HTMLElement {
       this.#busy(false);
     }
     return reply;
+  }
+
+  // One completion, streamed into bubbles: the content, a reasoning model's thinking, and tool calls as they form.
+  async #turn(toolsAllowed) {
+    const log = this.$(".log");
+    const system = this.getAttribute("system-prompt");
+    const messages = [...(system ? [{ role: "system", content: system }] : []), ...this.history];
+    const tools = Array.isArray(this.tools) && this.tools.length ? this.tools : null;
+    const stream = await this.engine.chat.completions.create({
+      messages, stream: true, max_tokens: this.#number("max-tokens", 256),
+      temperature: this.#number("temperature", 0),
+      ...(tools ? { tools, tool_choice: toolsAllowed ? "auto" : "none" } : {}),
+    });
+    this.current = stream;
+    let content = "";
+    let reasoning = "";
+    let bubble = null;
+    let thinking = null;
+    let finish = null;
+    const calls = [];
+    for await (const chunk of stream) {
+      const delta = chunk.choices[0].delta ?? {};
+      const piece = delta.content ?? "";
+      if (delta.reasoning_content) {
+        reasoning += delta.reasoning_content;
+        thinking ??= this.#bubble("reasoning", "");
+        thinking.textContent = reasoning;
+      }
+      if (piece) {
+        content += piece;
+        bubble ??= this.#bubble("assistant", "");
+        bubble.textContent = content; // text, never markup: model output cannot inject HTML or script
+      }
+      for (const part of delta.tool_calls ?? []) {
+        const call = (calls[part.index] ??= { id: "", type: "function", function: { name: "", arguments: "" } });
+        if (part.id) call.id = part.id;
+        if (part.function?.name) call.function.name += part.function.name;
+        if (part.function?.arguments) call.function.arguments += part.function.arguments;
+      }
+      log.scrollTop = log.scrollHeight;
+      if (chunk.llmchat?.token !== undefined || piece) {
+        this.#fire("llm-token", { text: piece, token: chunk.llmchat?.token });
+      }
+      if (chunk.choices[0].finish_reason) {
+        finish = chunk.choices[0].finish_reason;
+        this.#fire("llm-done", { text: content, finish_reason: finish, usage: chunk.usage,
+          timings: chunk.llmchat?.timings, ...(calls.length ? { tool_calls: calls } : {}) });
+      }
+    }
+    const message = { role: "assistant", content };
+    if (calls.length && finish === "tool_calls") message.tool_calls = calls;
+    else if (!bubble) this.#bubble("assistant", "");
+    return { message };
+  }
+
+  // Ask the page for a tool's result: llm-tool-call carries the call and respond(result or a Promise of it). A call
+  // nobody answers gets an error result, so the model hears of it instead of the chat waiting forever.
+  async #callTool(call) {
+    this.#bubble("tool", `${call.function.name}(${call.function.arguments})`);
+    let args = null;
+    try { args = JSON.parse(call.function.arguments || "{}"); } catch { /* the page still gets the raw text */ }
+    let answer = null;
+    this.#fire("llm-tool-call", { id: call.id, name: call.function.name, arguments: call.function.arguments, args,
+      respond: (result) => { answer ??= Promise.resolve(result); } });
+    if (!answer) return `error: nothing answered the call to ${call.function.name}`;
+    try {
+      const result = await answer;
+      return typeof result === "string" ? result : JSON.stringify(result);
+    } catch (error) {
+      return `error: ${error?.message || error}`;
+    }
   }
 
   // Stop the reply being generated (what was streamed so far stays in the conversation).
@@ -231,7 +297,7 @@ export class LLMChatElement extends HTMLElement {
     item.setAttribute("part", `message ${role}`);
     const label = document.createElement("span");
     label.className = "visually-hidden";
-    label.textContent = role === "user" ? "You said: " : "Reply: ";
+    label.textContent = { user: "You said: ", reasoning: "Thinking: ", tool: "Tool: " }[role] || "Reply: ";
     const body = document.createElement("span");
     body.textContent = text;
     item.append(label, body);

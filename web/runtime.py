@@ -11,6 +11,7 @@ import time
 
 from ..api import LLM
 from ..browser_source import BrowserSource
+from ..errors import InvalidRequestError
 from ..gguf import GGUFFile, open_gguf
 from ..gpu.browser import BrowserDevice
 from ..gpu.device import AdapterInfo
@@ -55,35 +56,53 @@ def load(store, context: int) -> str:
 
 
 def chat(request: str, emit, should_stop) -> None:
-    """Stream a reply to `request` (JSON: messages, or a raw prompt; max_tokens, stop, sampling options).
+    """Stream a reply to `request` (JSON: messages, or a raw prompt; max_tokens, stop, sampling options, and the
+    structured-output and tool fields of `LLM.chat`).
 
-    `emit(json)` receives {"text", "token"} per piece and a final {"finish_reason", "usage", "timings"};
-    `should_stop()` is asked between tokens (the stop button), and a stop ends the reply with finish "stop".
-    The conversation keeps its KV cache across calls: a request that repeats the previous turns only computes
-    the new tokens.
+    `emit(json)` receives {"text", "token", "reasoning", "tool_calls"} per piece (OpenAI's delta parts) and a final
+    {"finish_reason", "usage", "timings", "message"}; `should_stop()` is asked between tokens (the stop button),
+    and a stop ends the reply with finish "stop". The conversation keeps its KV cache across calls: a request
+    that repeats the previous turns only computes the new tokens.
     """
     llm: LLM = _state["llm"]
     body = json.loads(request)
     sampling = {k: body[k] for k in ("temperature", "top_k", "top_p", "min_p", "seed", "repetition_penalty",
                                      "presence_penalty", "frequency_penalty") if body.get(k) is not None}
+    if body.get("logit_bias"):  # JSON keys are strings; the sampler refuses ids outside the vocabulary
+        sampling["logit_bias"] = {_token_id(k): v for k, v in body["logit_bias"].items()}
+    structure = {k: body[k] for k in ("response_format", "grammar", "json_schema") if body.get(k) is not None}
     max_tokens, stop = int(body.get("max_tokens") or 256), body.get("stop") or ()
     if "prompt" in body:  # a raw completion, outside the conversation
         events = llm.generate(body["prompt"], max_tokens=max_tokens, stop=stop,
-                              ignore_eos=bool(body.get("ignore_eos")), **sampling)
+                              ignore_eos=bool(body.get("ignore_eos")), **structure, **sampling)
     else:
-        events = llm.chat(body["messages"], max_tokens=max_tokens, stop=stop, **sampling)
+        kwargs = dict(body.get("chat_template_kwargs") or {})
+        if body.get("enable_thinking") is not None:
+            kwargs.setdefault("enable_thinking", body["enable_thinking"])
+        events = llm.chat(body["messages"], max_tokens=max_tokens, stop=stop, tools=body.get("tools"),
+                          tool_choice=body.get("tool_choice"), parallel_tool_calls=body.get("parallel_tool_calls"),
+                          chat_template_kwargs=kwargs or None, **structure, **sampling)
     n = 0
     for event in events:
         if event.finish_reason is not None:
-            emit(json.dumps({"finish_reason": event.finish_reason, "usage": event.usage, "timings": event.timings}))
+            emit(json.dumps({"finish_reason": event.finish_reason, "usage": event.usage, "timings": event.timings,
+                             "message": event.message, "text": event.text, "reasoning": event.reasoning,
+                             "tool_calls": event.tool_calls}))
             return
-        emit(json.dumps({"text": event.text, "token": event.token}))
+        emit(json.dumps({"text": event.text, "token": event.token, "reasoning": event.reasoning,
+                         "tool_calls": event.tool_calls}))
         n += 1
         if should_stop():
             events.close()  # the engine forgets the unfinished turn; the next request recomputes from the prompt
             emit(json.dumps({"finish_reason": "stop", "usage": {"completion_tokens": n}, "timings": {},
                              "stopped": True}))
             return
+
+
+def _token_id(key: str) -> int:
+    if not key.isascii() or not key.isdigit():
+        raise InvalidRequestError(f"logit_bias key {key[:40]!r} is not a token id")
+    return int(key)
 
 
 def reset() -> None:

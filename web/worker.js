@@ -148,7 +148,8 @@ const PYTHON_ERRORS = {
   ModelTooLargeError: "too-large", UnsupportedModelError: "unsupported", GGUFError: "bad-model",
   SourceError: "network", DeviceLostError: "device-lost", ShaderError: "shader", GPUError: "gpu",
   ContextOverflowError: "context-overflow", InvalidRequestError: "invalid-request",
-  ChatTemplateError: "chat-template", TokenizerError: "tokenizer",
+  ChatTemplateError: "chat-template", TokenizerError: "tokenizer", GrammarError: "grammar",
+  UnsupportedSchemaError: "unsupported-schema", FieldError: "invalid-request",
 };
 
 function lostMessage(reason) {

@@ -35,7 +35,10 @@ CPU): the first walk of a state costs at most ~5 ms on SmolLM2's 49k vocabulary 
 shifts, not a loop); compiling the JSON grammar ~1 ms; building the index 0.3 s / 1.4 s.
 """
 from .grammar import Grammar
+from .json_schema import JSON_GBNF, SchemaRules, json_object_gbnf, schema_to_gbnf
 from .matcher import Matcher
+from .regex import literal, regex_to_gbnf
 from .vocab import AllowedSet, VocabIndex
 
-__all__ = ["AllowedSet", "Grammar", "Matcher", "VocabIndex"]
+__all__ = ["JSON_GBNF", "AllowedSet", "Grammar", "Matcher", "SchemaRules", "VocabIndex", "json_object_gbnf",
+           "literal", "regex_to_gbnf", "schema_to_gbnf"]

@@ -18,9 +18,12 @@ from typing import Any
 from starlette.concurrency import run_in_threadpool
 
 from .. import __version__
-from ..errors import ChatTemplateError, InvalidRequestError, LLMChatError
+from ..constraint import Constraint
+from ..errors import ChatTemplateError, GrammarError, InvalidRequestError, LLMChatError, UnsupportedSchemaError
 from .errors import APIError, error_body
 from ..generation import FinishEvent, GenerationRequest, TokenEvent
+from ..reply import Reply
+from ..structured import ChatSetup, FieldError
 from .scheduler import ErrorEvent, QueueFullError, Scheduler, SchedulerStoppedError, TooManySequencesError
 from .schemas import (MAX_SEQUENCES_PER_REQUEST, MAX_STOP_STRINGS, ChatCompletionRequest, CompletionRequest,
                       _Sampling, unsupported_fields)
@@ -35,7 +38,9 @@ class ModelInfo:
     context: int
     vocab_size: int
     encode_prompt: Callable[[str], list[int]]
-    encode_messages: Callable[[list[dict]], list[int]]
+    prepare_chat: Callable[..., ChatSetup]  # messages and the structure fields -> prompt text, constraint, parser
+    encode_chat: Callable[[str], list[int]]  # a rendered chat prompt -> ids
+    constraint: Callable[..., Constraint | None]  # response_format, grammar=, json_schema= -> the constraint
     token_bytes: Callable[[int], bytes]
 
 
@@ -46,6 +51,7 @@ class Prepared:
     requests: list[GenerationRequest]  # prompt p, choice c at index p * n + c
     prompt_lengths: list[int]
     top_logprobs: int | None
+    setup: ChatSetup | None = None  # a chat request's reply parsers come from it
 
 
 # -- preparing ---------------------------------------------------------------------------------------------------
@@ -80,21 +86,32 @@ def _check_fits(prompt_len: int, max_tokens: int | None, context: int, param: st
     return max_tokens
 
 
-def _requests(body: _Sampling, prompts: list[list[int]], budgets: list[int],
-              top_logprobs: int | None) -> list[GenerationRequest]:
+def _structure_error(exc: LLMChatError, default_param: str) -> APIError:
+    """A malformed structured-output or tool field, or a schema that cannot be enforced: 400 naming it."""
+    if isinstance(exc, UnsupportedSchemaError):
+        return APIError(400, str(exc), param=default_param, code="unsupported_schema")
+    return APIError(400, str(exc), param=getattr(exc, "param", default_param))
+
+
+def _requests(body: _Sampling, prompts: list[list[int]], budgets: list[int], top_logprobs: int | None,
+              model: ModelInfo, constraint: Constraint | None) -> list[GenerationRequest]:
     if len(prompts) * body.n > MAX_SEQUENCES_PER_REQUEST:
         raise APIError(400, f"{len(prompts)} prompts times n={body.n} choices make {len(prompts) * body.n} "
                             f"sequences; at most {MAX_SEQUENCES_PER_REQUEST} per request", param="n")
     stops = body.stop_strings()
+    try:
+        bias = body.token_bias(model.vocab_size)
+    except ValueError as exc:
+        raise APIError(400, str(exc), param="logit_bias") from None
     out = []
     for ids, budget in zip(prompts, budgets):
         for choice in range(body.n):
-            params = body.sampling_params(choice)
+            params = body.sampling_params(choice, bias)
             try:
                 params.validate()
             except LLMChatError as exc:
                 raise APIError(400, str(exc)) from None
-            out.append(GenerationRequest(ids, params, budget, stops, top_logprobs, body.ignore_eos))
+            out.append(GenerationRequest(ids, params, budget, stops, top_logprobs, body.ignore_eos, constraint))
     return out
 
 
@@ -103,21 +120,37 @@ async def prepare_chat(body: ChatCompletionRequest, model: ModelInfo) -> Prepare
     if body.top_logprobs is not None and not body.logprobs:
         raise APIError(400, "`top_logprobs` needs `logprobs` set to true", param="top_logprobs")
     messages = [m.model_dump(exclude_none=True) for m in body.messages]
+    kwargs = dict(body.chat_template_kwargs or {})
+    if body.enable_thinking is not None:
+        kwargs.setdefault("enable_thinking", body.enable_thinking)
+    fields = dict(response_format=body.response_format, grammar=body.grammar, json_schema=body.json_schema,
+                  tools=body.tools, tool_choice=body.tool_choice, parallel_tool_calls=body.parallel_tool_calls,
+                  template_kwargs=kwargs or None)
     try:
-        ids = await run_in_threadpool(model.encode_messages, messages)
+        setup = await run_in_threadpool(model.prepare_chat, messages, **fields)
+        ids = await run_in_threadpool(model.encode_chat, setup.prompt)
+    except (FieldError, GrammarError) as exc:
+        raise _structure_error(exc, "tools" if body.tools and body.response_format is None else "response_format"
+                               ) from None
     except (ChatTemplateError, LLMChatError) as exc:
-        raise APIError(400, str(exc), param="messages") from None
+        raise APIError(400, str(exc), param="tools" if body.tools else "messages") from None
     if not ids:
         raise APIError(400, "the messages render to an empty prompt", param="messages")
     max_tokens = body.max_completion_tokens if body.max_completion_tokens is not None else body.max_tokens
     param = "max_completion_tokens" if body.max_completion_tokens is not None else "max_tokens"
     budget = _check_fits(len(ids), max_tokens, model.context, param if max_tokens is not None else "messages")
     top = (body.top_logprobs or 0) if body.logprobs else None
-    return Prepared(True, body, _requests(body, [ids], [budget], top), [len(ids)], top)
+    return Prepared(True, body, _requests(body, [ids], [budget], top, model, setup.constraint), [len(ids)], top,
+                    setup)
 
 
 async def prepare_text(body: CompletionRequest, model: ModelInfo) -> Prepared:
     _common_checks(body, model)
+    try:
+        constraint = await run_in_threadpool(model.constraint, body.response_format, grammar=body.grammar,
+                                             json_schema=body.json_schema)
+    except (FieldError, GrammarError) as exc:
+        raise _structure_error(exc, "response_format") from None
     prompt = body.prompt
     if isinstance(prompt, str) or (prompt and isinstance(prompt[0], int)):
         prompt = [prompt]
@@ -140,8 +173,8 @@ async def prepare_text(body: CompletionRequest, model: ModelInfo) -> Prepared:
             raise APIError(400, "`prompt` is empty (it encodes to no tokens)", param="prompt")
         prompts.append(ids)
     budgets = [_check_fits(len(ids), body.max_tokens, model.context, "prompt") for ids in prompts]
-    return Prepared(False, body, _requests(body, prompts, budgets, body.logprobs), [len(p) for p in prompts],
-                    body.logprobs)
+    return Prepared(False, body, _requests(body, prompts, budgets, body.logprobs, model, constraint),
+                    [len(p) for p in prompts], body.logprobs)
 
 
 # -- running -----------------------------------------------------------------------------------------------------
@@ -211,6 +244,7 @@ class _Choice:
     finish_reason: str | None = None
     completion_tokens: int = 0
     cached_tokens: int = 0
+    reply: Reply | None = None  # chat: the text read into content, reasoning and tool calls
 
 
 class Answer:
@@ -222,7 +256,8 @@ class Answer:
         self.chat = prepared.chat
         self.id = ("chatcmpl-" if self.chat else "cmpl-") + uuid.uuid4().hex
         self.created = int(time.time())
-        self.choices = [_Choice() for _ in prepared.requests]
+        setup = prepared.setup
+        self.choices = [_Choice(reply=None if setup is None else Reply(setup.parser())) for _ in prepared.requests]
 
     # events -> state
     def take(self, index: int, event: TokenEvent | FinishEvent) -> dict[str, Any]:
@@ -230,13 +265,18 @@ class Answer:
         c = self.choices[index]
         c.text.append(event.text)
         delta: dict[str, Any] = {"text": event.text, "logprobs": None, "finish_reason": None}
+        if c.reply is not None:  # the message's parts: content, reasoning_content, tool_calls
+            parts = c.reply.feed(event.text) if isinstance(event, TokenEvent) else c.reply.close(event.text)
+            delta["text"] = parts.pop("content", "")
+            delta["parts"] = parts
         if isinstance(event, TokenEvent):
             if self.p.top_logprobs is not None:
                 entry = self._logprob_entry(c, event)
                 c.logprobs.append(entry)
                 delta["logprobs"] = entry
         else:
-            c.finish_reason = delta["finish_reason"] = event.reason
+            reason = event.reason if c.reply is None else c.reply.finish_reason(event.reason)
+            c.finish_reason = delta["finish_reason"] = reason
             c.completion_tokens, c.cached_tokens = event.completion_tokens, event.cached_tokens
         return delta
 
@@ -270,7 +310,8 @@ class Answer:
             text = "".join(c.text)
             if self.chat:
                 logprobs = {"content": c.logprobs} if self.p.top_logprobs is not None else None
-                choices.append({"index": i, "message": {"role": "assistant", "content": text},
+                message = c.reply.message() if c.reply is not None else {"role": "assistant", "content": text}
+                choices.append({"index": i, "message": message,
                                 "logprobs": logprobs, "finish_reason": c.finish_reason})
             else:
                 choices.append({"index": i, "text": text, "logprobs": self._text_logprobs(c.logprobs),
@@ -294,6 +335,7 @@ class Answer:
             content: dict[str, Any] = {"role": "assistant", "content": ""} if role else {}
             if delta.get("text"):
                 content["content"] = delta["text"]
+            content.update(delta.get("parts") or {})
             logprobs = {"content": [delta["logprobs"]]} if delta.get("logprobs") else None
             choices = [{"index": index, "delta": content, "logprobs": logprobs,
                         "finish_reason": delta.get("finish_reason")}]
@@ -322,7 +364,7 @@ class Answer:
         try:
             async for index, event in run.events():
                 delta = self.take(index, event)
-                if delta["text"] or delta["logprobs"] or delta["finish_reason"]:
+                if delta["text"] or delta["logprobs"] or delta["finish_reason"] or delta.get("parts"):
                     yield self.chunk(index, delta)
         except Exception as exc:  # noqa: BLE001 - whatever it was, the client must hear of it
             yield sse(error_body(500, str(exc) or type(exc).__name__))

@@ -5,6 +5,7 @@ import logging
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from ..catalogue import CATALOGUE, models_dir, resolve
@@ -13,6 +14,7 @@ from .app import ServerOptions, create_app
 from .completions import ModelInfo
 from .metrics import Metrics
 from .scheduler import Scheduler
+from ..structured import structured_constraint
 
 
 @dataclass(frozen=True)
@@ -50,8 +52,8 @@ def model_info(llm, requested: str, path: str) -> ModelInfo:
     model_id = requested.lower() if requested.lower() in CATALOGUE else Path(name).stem
     aliases = frozenset({model_id, requested, name, Path(name).stem})
     return ModelInfo(id=model_id, aliases=aliases, context=llm.context, vocab_size=llm.config.vocab_size,
-                     encode_prompt=llm.encode_prompt, encode_messages=llm.encode_messages,
-                     token_bytes=llm.tokenizer.token_bytes)
+                     encode_prompt=llm.encode_prompt, prepare_chat=llm.prepare_chat, encode_chat=llm.encode_chat,
+                     constraint=partial(structured_constraint, llm.tokenizer), token_bytes=llm.tokenizer.token_bytes)
 
 
 def serve(config: ServeConfig) -> None:

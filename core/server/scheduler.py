@@ -245,9 +245,9 @@ class Scheduler:
         if pre is not None and pre.pos == len(pre.tokens):  # its prompt is in: from now on it decodes
             self._prefilling = None
             self._decoding.append(pre)
-        for seq, out in outputs:
+        for seq, out, read_row in outputs:
             try:
-                events = seq.sample(out)
+                events = seq.sample(out, read_row)
             except Exception as exc:  # one sequence's sampling bug must not take the others down
                 log.exception("sampling failed")
                 self._fail(seq, LLMChatError(f"sampling failed: {type(exc).__name__}: {exc}"))

@@ -1,11 +1,16 @@
 """Request bodies of the OpenAI-compatible routes, as pydantic models (they also make the OpenAPI schema).
 
 Every field OpenAI documents is declared. Those we implement are typed and range-checked; those we do not
-(tools, structured output, logit bias...) are declared as `Any` so that `unsupported_fields` can refuse them by
-name with a 400 — a request is never half-served with a field silently ignored. Fields that are in no API are
-refused too (`extra="forbid"`), since a misspelt `max_token` would otherwise fall back to a default unnoticed.
+(audio, predictions...) are declared as `Any` so that `unsupported_fields` can refuse them by name with a 400 — a
+request is never half-served with a field silently ignored. Fields that are in no API are refused too
+(`extra="forbid"`), since a misspelt `max_token` would otherwise fall back to a default unnoticed.
 
-Extensions that vLLM and llama.cpp's server also accept: `top_k`, `min_p`, `repetition_penalty`, `ignore_eos`.
+Structured output and tools (`response_format`, `tools`, `tool_choice`...) are typed loosely here and checked
+by the core (llmchat.structured, llmchat.tools), which every other caller shares.
+
+Extensions that vLLM and llama.cpp's server also accept: `top_k`, `min_p`, `repetition_penalty`, `ignore_eos`,
+`grammar` and `json_schema` (llama.cpp's structured output), `chat_template_kwargs` (e.g. {"enable_thinking":
+false}); WebLLM's top-level `enable_thinking`.
 """
 from __future__ import annotations
 
@@ -72,8 +77,13 @@ class _Sampling(_Strict):
     # Bounded away from 0: the penalty divides logits, and a tiny divisor overflows them to infinity.
     repetition_penalty: float = Field(1.0, ge=0.01, le=10)
     ignore_eos: bool = False
+    logit_bias: dict[str, float] | None = Field(
+        None, description="token id (as a string) -> a number in [-100, 100] added to its logit")
+    response_format: dict[str, Any] | None = Field(
+        None, description='{"type": "text" | "json_object" | "json_schema" | "grammar" | "regex", ...}')
+    grammar: str | None = Field(None, description="GBNF grammar the reply must match (llama.cpp's dialect)")
+    json_schema: dict[str, Any] | bool | None = Field(None, description="JSON schema the reply must match")
     # OpenAI fields we do not implement: refused by name when given.
-    logit_bias: Any = _not_yet()
     service_tier: Any = _not_yet()
     store: Any = _not_yet()
     metadata: Any = _not_yet()
@@ -82,7 +92,20 @@ class _Sampling(_Strict):
         stops = [self.stop] if isinstance(self.stop, str) else list(self.stop or [])
         return tuple(stops)
 
-    def sampling_params(self, choice: int) -> SamplingParams:
+    def token_bias(self, vocab_size: int) -> dict[int, float] | None:
+        """`logit_bias` with token ids as integers; ValueError naming a key that is not a token id."""
+        if not self.logit_bias:
+            return None
+        bias = {}
+        for key, value in self.logit_bias.items():
+            if not key.isascii() or not key.isdigit() or not 0 <= int(key) < vocab_size:
+                raise ValueError(f"logit_bias key {key[:40]!r} is not a token id of this model (0..{vocab_size - 1})")
+            if not -100 <= value <= 100:
+                raise ValueError(f"logit_bias values must be in [-100, 100]; token {key} has {value}")
+            bias[int(key)] = value
+        return bias
+
+    def sampling_params(self, choice: int, logit_bias: dict[int, float] | None = None) -> SamplingParams:
         """Choice `choice` of the request; with a seed, each choice draws from seed + choice, so n choices
         differ and the same request replays the same choices."""
         return SamplingParams(
@@ -93,6 +116,7 @@ class _Sampling(_Strict):
             repetition_penalty=self.repetition_penalty,
             presence_penalty=self.presence_penalty,
             frequency_penalty=self.frequency_penalty,
+            logit_bias=logit_bias,
             seed=None if self.seed is None else self.seed + choice,
         )
 
@@ -102,13 +126,17 @@ class ChatCompletionRequest(_Sampling):
     max_completion_tokens: int | None = Field(None, ge=1)
     logprobs: bool = False
     top_logprobs: int | None = Field(None, ge=0, le=20)
+    tools: list[dict[str, Any]] | None = Field(None, description='[{"type": "function", "function": {"name", '
+                                               '"description", "parameters"}}]')
+    tool_choice: str | dict[str, Any] | None = Field(
+        None, description='"auto", "none", "required" or {"type": "function", "function": {"name": ...}}')
+    parallel_tool_calls: bool | None = None
+    chat_template_kwargs: dict[str, Any] | None = Field(
+        None, description='extra variables for the chat template, e.g. {"enable_thinking": false}')
+    enable_thinking: bool | None = Field(None, description="WebLLM's switch; the same as chat_template_kwargs'")
     # Not implemented yet.
-    tools: Any = _not_yet()
-    tool_choice: Any = _not_yet()
-    parallel_tool_calls: Any = _not_yet()
     functions: Any = _not_yet()
     function_call: Any = _not_yet()
-    response_format: Any = _not_yet()
     audio: Any = _not_yet()
     modalities: Any = _not_yet()
     prediction: Any = _not_yet()
@@ -128,14 +156,9 @@ class CompletionRequest(_Sampling):
 
 # Values of unimplemented fields that ask for nothing beyond the default, so they can be accepted as they are.
 _HARMLESS: dict[str, tuple[Any, ...]] = {
-    "logit_bias": ({},),
     "service_tier": ("auto", "default"),
     "store": (False,),
-    "parallel_tool_calls": (True, False),
-    "tool_choice": ("none",),
-    "tools": ([],),
     "functions": ([],),
-    "response_format": ({"type": "text"},),
     "modalities": (["text"],),
     "echo": (False,),
     "best_of": (1,),
