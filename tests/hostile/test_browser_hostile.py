@@ -230,3 +230,24 @@ def test_two_tabs_share_one_download(page, server, model_file):
     assert first["ok"] and second["ok"], (first, second)
     assert first["sha256"] == second["sha256"] == digest
     assert second["fromCache"] and second["requests"] == 0, second
+
+
+def test_a_tab_closed_mid_download_resumes_on_the_next_visit(page, server, model_file):
+    """The tab goes away while the body is arriving (its worker dies with it, the sync handle never closed by us):
+    the next visit finds the bytes already stored and asks only for the rest."""
+    page.goto(f"{server.url}/store.html")
+    page.evaluate("clearStore()")
+    doomed = page.context.new_page()
+    doomed.goto(f"{server.url}/store.html")
+    server.faults.stall_model_at, server.faults.stall_seconds = 2_000_000, 6.0  # the body stops here, held open
+    job = {"url": f"{server.url}/models/tiny.gguf", "digest": True,
+           "options": {"stallMs": 20_000, "retries": 3, "backoffMs": 10}}
+    doomed.evaluate("(job) => { runStore(job); }", job)
+    page.wait_for_function("() => new Promise((r) => setTimeout(() => r(true), 1500))")
+    doomed.close()
+    server.log.clear()
+    again = page.evaluate("(job) => runStore(job)", job)
+    assert again["ok"] and again["resumes"] == 1, again
+    assert again["sha256"] == hashlib.sha256(model_file.read_bytes()).hexdigest()
+    starts = [int(r.split("=")[1].split("-")[0]) for _, r in server.log.model_requests() if r]
+    assert starts == [0, 2_000_000], starts  # the first megabyte, then the rest after the stored bytes
