@@ -10,6 +10,7 @@ import json
 import re
 import socket
 import threading
+import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -27,6 +28,8 @@ class Faults:
     """Faults the next requests meet; each fires once."""
 
     drop_model_at: int | None = None  # close the connection once the model body reaches this byte offset
+    stall_model_at: int | None = None  # stop sending (connection kept open) once the model body reaches this offset
+    stall_seconds: float = 0.0  # how long the stall lasts before the connection is closed
 
 
 @dataclass
@@ -54,6 +57,7 @@ class WebServer:
         self.log = Log()
         self.remote_reply = remote_reply
         self.pages: dict[str, str] = {}  # extra HTML pages by path, for tests that need a page of their own
+        self.redirects: dict[str, str] = {}  # path → Location of a 302 (two that point at each other loop)
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.httpd.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.httpd.server_port}"
@@ -79,7 +83,9 @@ class WebServer:
             def do_GET(self) -> None:
                 path = unquote(urlsplit(self.path).path)
                 server.log.add(path, self.headers.get("Range"))
-                if path in server.pages:
+                if path in server.redirects:
+                    self._send(302, "text/plain", b"", {"Location": server.redirects[path]})
+                elif path in server.pages:
                     self._send(200, TYPES[".html"], server.pages[path].encode())
                 elif path.startswith("/models/"):
                     self._file(server.models, path[len("/models/"):], model=True)
@@ -144,6 +150,10 @@ class WebServer:
                 self.send_header("ETag", etag)
                 self.end_headers()
                 drop = server.faults.drop_model_at if model else None
+                stall = server.faults.stall_model_at if model else None
+                if stall is not None and start <= stall <= end:
+                    server.faults.stall_model_at = None
+                    drop = stall
                 with open(target, "rb") as f:
                     f.seek(start)
                     pos = start
@@ -153,6 +163,8 @@ class WebServer:
                             server.faults.drop_model_at = None
                             self.wfile.write(f.read(drop - pos))
                             self.wfile.flush()
+                            if stall is not None:
+                                time.sleep(server.faults.stall_seconds)
                             self.close_connection = True
                             self.connection.shutdown(socket.SHUT_RDWR)
                             return

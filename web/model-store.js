@@ -18,6 +18,7 @@ const DIR = "llmchat-models";
 const PROBE = 1 << 20; // the first request also brings the start of the header
 const CHUNK = 16 << 20; // one Range request per chunk while downloading: a dropped connection costs little
 const FLUSH_EVERY = 32 << 20;
+const STALL_MS = 30_000; // a response that sends nothing for this long is given up and asked again
 
 export class ModelError extends Error {
   constructor(code, message) {
@@ -42,19 +43,20 @@ export function integrityHex(integrity) {
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
 export class ModelStore {
-  // options: integrity, onProgress({phase, loaded, total}), retries (consecutive failures), backoffMs
+  // options: integrity, onProgress({phase, loaded, total}), retries (consecutive failures), backoffMs, stallMs
   static async open(url, options = {}) {
     const store = new ModelStore(new URL(url, self.location.href).href, options);
-    await store.#init();
+    await store.#locked(() => store.#init());
     return store;
   }
 
-  constructor(url, { integrity = null, onProgress = () => {}, retries = 6, backoffMs = 250 } = {}) {
+  constructor(url, { integrity = null, onProgress = () => {}, retries = 6, backoffMs = 250, stallMs = STALL_MS } = {}) {
     this.url = url;
     this.expected = integrityHex(integrity);
     this.onProgress = onProgress;
     this.retries = retries;
     this.backoffMs = backoffMs;
+    this.stallMs = stallMs;
     this.size = 0;
     this.have = 0; // bytes on disk, all good: writes only ever append what the server sent in order
     this.complete = false;
@@ -66,11 +68,20 @@ export class ModelStore {
     this.probe = null; // bytes of the first request, kept for the header parser
   }
 
+  // Tabs of one origin share OPFS: whatever reads or writes this model's files runs under one Web Lock per URL,
+  // so a second tab waits for the first one's download and then finds the file complete instead of failing.
+  async #locked(job) {
+    if (!this.key) {
+      const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(this.url));
+      this.key = Array.from(new Uint8Array(digest), (b) => b.toString(16).padStart(2, "0")).join("").slice(0, 32);
+    }
+    if (!navigator.locks) return job();
+    return navigator.locks.request(`llmchat-model:${this.key}`, job);
+  }
+
   async #init() {
     const root = await navigator.storage.getDirectory();
     this.dir = await root.getDirectoryHandle(DIR, { create: true });
-    const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(this.url));
-    this.key = Array.from(new Uint8Array(digest), (b) => b.toString(16).padStart(2, "0")).join("").slice(0, 32);
     this.fileHandle = await this.dir.getFileHandle(`${this.key}.gguf`, { create: true });
     this.meta = await this.#readMeta();
     const onDisk = (await this.fileHandle.getFile()).size;
@@ -80,7 +91,15 @@ export class ModelStore {
       Object.assign(this, { size: onDisk, have: onDisk, complete: true, fromCache: true });
       return;
     }
-    const { body, total, validator } = await this.#fetchRange(0, PROBE - 1);
+    let first;
+    try {
+      first = await this.#fetchRange(0, PROBE - 1);
+    } catch (error) {
+      // A URL that never gave a byte leaves nothing behind (an earlier visit's partial download stays for resume).
+      if (onDisk === 0) await this.remove();
+      throw error;
+    }
+    const { body, total, validator } = first;
     this.size = total;
     this.probe = body;
     const same = this.meta && this.meta.size === total && this.meta.validator === validator && !this.meta.complete;
@@ -119,10 +138,26 @@ export class ModelStore {
 
   // Download what is missing, resuming after failures, then verify. Safe to call on a complete store.
   async download() {
-    if (this.complete) {
+    await this.#locked(async () => {
+      if (!this.complete) await this.#resync();
+      if (!this.complete) return this.#download();
       this.onProgress({ phase: "download", loaded: this.size, total: this.size, cached: true });
-      return;
+    });
+  }
+
+  // Another tab may have downloaded (part of) the file since #init read its state.
+  async #resync() {
+    const meta = await this.#readMeta();
+    const onDisk = (await this.fileHandle.getFile()).size;
+    if (!meta || meta.size !== this.size || meta.validator !== this.meta.validator) return;
+    if (meta.complete && onDisk === this.size && (!this.expected || meta.sha256 === this.expected)) {
+      Object.assign(this, { meta, have: onDisk, complete: true, fromCache: true, probe: null });
+    } else {
+      this.have = Math.min(onDisk, this.size);
     }
+  }
+
+  async #download() {
     const hash = this.expected ? await this.#hashPrefix() : null;
     let handle;
     try {
@@ -142,7 +177,7 @@ export class ModelStore {
         const end = Math.min(this.size, start + CHUNK) - 1;
         try {
           await this.#streamRange(start, end, (piece) => {
-            handle.write(piece, { at: this.have });
+            this.#write(handle, piece);
             hash?.update(piece);
             this.have += piece.length;
             sinceFlush += piece.length;
@@ -150,7 +185,12 @@ export class ModelStore {
           });
           failures = 0;
         } catch (error) {
-          if (error instanceof ModelError) throw error;
+          if (error instanceof ModelError) {
+            handle.truncate(this.have); // only whole, in-order bytes stay: the next visit resumes after them
+            handle.flush();
+            await this.#writeMeta();
+            throw error;
+          }
           if (this.have > start) failures = 0; // it moved: only consecutive failures without progress count
           if (++failures > this.retries) {
             throw new ModelError("network", `the download of ${this.url} failed ${failures} times in a row at ` +
@@ -187,6 +227,19 @@ export class ModelStore {
     await this.#writeMeta();
   }
 
+  #write(handle, piece) {
+    try {
+      const n = handle.write(piece, { at: this.have });
+      if (n !== piece.length) throw new DOMException(`wrote ${n} of ${piece.length} bytes`, "QuotaExceededError");
+    } catch (error) {
+      const full = error.name === "QuotaExceededError";
+      throw new ModelError(full ? "quota" : "storage", `${full ? "the browser's storage for this site is full" :
+        `could not write the model to the browser's storage (${error.name}: ${error.message})`} at byte ` +
+        `${this.have} of ${this.size} of ${this.url}; free some space (site data, other models) or use a smaller ` +
+        "model, then reload: the download resumes from there");
+    }
+  }
+
   // Forget this model (bytes and metadata).
   async remove() {
     await this.dir.removeEntry(`${this.key}.gguf`).catch(() => {});
@@ -217,7 +270,12 @@ export class ModelStore {
         }
         return { body, ...info };
       } catch (error) {
-        if (error instanceof ModelError || ++failures > this.retries) throw error;
+        if (error instanceof ModelError) throw error;
+        if (++failures > this.retries) {
+          throw new ModelError("network", `could not download ${this.url} (${error.message}, ${failures} tries): ` +
+            "the network may be down, or the server refuses this site (CORS) or redirects in a loop; check that " +
+            "the URL downloads the file when opened in a browser tab");
+        }
         await sleep(Math.min(8000, this.backoffMs * 2 ** (failures - 1)));
       }
     }
@@ -226,11 +284,37 @@ export class ModelStore {
   // GET bytes [start, end] and hand the body to `sink` piece by piece as it arrives.
   async #streamRange(start, end, sink) {
     this.requests++;
-    let response;
+    // A server that stops sending (headers or body) is cut after stallMs of silence; the caller retries.
+    const abort = new AbortController();
+    let timer;
+    const silence = () => {
+      clearTimeout(timer);
+      timer = setTimeout(() => abort.abort(), this.stallMs);
+    };
+    const stalled = (error) => abort.signal.aborted ?
+      new Error(`the server sent nothing for ${this.stallMs / 1000} s`) : error;
+    silence();
     try {
-      response = await fetch(this.url, { headers: { Range: `bytes=${start}-${end}` }, cache: "no-store" });
-    } catch (error) {
-      throw new Error(`request failed: ${error.message}`);
+      let response;
+      try {
+        response = await fetch(this.url, { headers: { Range: `bytes=${start}-${end}` }, cache: "no-store",
+          signal: abort.signal });
+      } catch (error) {
+        throw stalled(new Error(`request failed: ${error.message}`));
+      }
+      return await this.#receive(response, start, end, sink, silence, stalled);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  async #receive(response, start, end, sink, silence, stalled) {
+    const type = response.headers.get("Content-Type") || "";
+    if (response.ok && /^\s*text\/html\b/i.test(type)) {
+      response.body?.cancel();
+      throw new ModelError("not-a-model", `${this.url} answered with a web page (HTTP ${response.status}, ` +
+        `Content-Type ${type}) instead of a GGUF model file: check the model URL; it must be the file's direct ` +
+        "download link, not the page that shows it");
     }
     if (response.status === 200) {
       response.body?.cancel();
@@ -238,9 +322,12 @@ export class ModelStore {
         "to download a model in resumable parts");
     }
     if (response.status !== 206) {
-      const code = response.status === 404 ? "not-found" : response.status >= 500 ? null : "http";
-      if (code) throw new ModelError(code, `${this.url}: HTTP ${response.status} ${response.statusText}`);
-      throw new Error(`HTTP ${response.status}`);
+      if (response.status >= 500) throw new Error(`HTTP ${response.status}`);
+      response.body?.cancel();
+      const what = `${this.url} answered HTTP ${response.status}${response.statusText ? " " + response.statusText : ""}`;
+      if (response.status === 404) throw new ModelError("not-found", `${what}: there is no model file at this URL; ` +
+        "check the model URL (its spelling, the repository and the file name)");
+      throw new ModelError("http", `${what}: check the model URL and that the server lets this site download it`);
     }
     const range = /bytes (\d+)-(\d+)\/(\d+)/.exec(response.headers.get("Content-Range") || "");
     if (!range || Number(range[1]) !== start) {
@@ -254,10 +341,21 @@ export class ModelStore {
     const reader = response.body.getReader();
     let got = 0;
     for (;;) {
-      const { done, value } = await reader.read();
-      if (done) break;
-      got += value.length;
-      sink(value);
+      silence();
+      let next;
+      try {
+        next = await reader.read();
+      } catch (error) {
+        throw stalled(error);
+      }
+      if (next.done) break;
+      got += next.value.length;
+      try {
+        sink(next.value);
+      } catch (error) {
+        reader.cancel().catch(() => {});
+        throw error;
+      }
     }
     if (got !== want) throw new Error(`connection closed after ${got} of ${want} bytes`);
     return { total, validator: response.headers.get("ETag") || response.headers.get("Last-Modified") || "" };
