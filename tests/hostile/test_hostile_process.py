@@ -92,7 +92,8 @@ def test_sigterm_lets_running_requests_finish_then_ends_the_rest(smollm2_path, t
     log = tmp_path / "serve.log"
     cmd = [sys.executable, "-m", "llmchat", "serve", "smollm2", "--port", str(port), "--ctx", "512",
            "--log-level", "warning", "--shutdown-grace", "6"]
-    proc = subprocess.Popen(cmd, stdout=open(log, "wb"), stderr=subprocess.STDOUT)
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"
     try:
         _wait_ready(base, proc, log)

@@ -147,11 +147,9 @@ def test_many_prompts_are_refused_before_tokenizing(setup):
 def test_long_prompt_is_refused_without_tokenizing_it_all(setup, monkeypatch):
     client, llm = setup
     calls = []
-    original = llm.encode_prompt
     monkeypatch.setattr(llm.tokenizer, "encode", lambda text, **k: calls.append(len(text)) or [1] * len(text))
     error = assert_json_error(post(client, "/v1/completions", {"model": "tiny", "prompt": "word " * 150_000}), 400)
     assert error["code"] == "context_length_exceeded" and calls == []
-    del original
 
 
 def test_unexpected_errors_are_json_500(setup):
@@ -205,3 +203,14 @@ def test_host_policy(bound, header, ok):
     assert HostPolicy(bound, 8000).allows(header) is ok
     assert HostPolicy(bound, 8000, ["evil.example"]).allows("evil.example:8000")
     assert HostPolicy(bound, 8000, ["*"]).allows("anything:1")
+
+
+def test_requests_while_draining_are_503(setup):
+    client, _ = setup
+    client.app.state.draining = True
+    try:
+        for r in (client.get("/health"), post(client, "/v1/chat/completions", chat())):
+            error = assert_json_error(r, 503)
+            assert "shutting down" in error["message"] and r.headers["connection"] == "close"
+    finally:
+        client.app.state.draining = False
