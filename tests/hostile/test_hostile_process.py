@@ -85,6 +85,7 @@ def _stream(base: str, body: dict, lines: list, started: threading.Event) -> Non
                 started.set()
 
 
+@pytest.mark.model
 def test_sigterm_lets_running_requests_finish_then_ends_the_rest(smollm2_path, tmp_path):
     """A short stream finishes within the grace period; a long one ends with an error event and [DONE]; a
     non-streaming one gets 503; new connections are refused; the process exits."""
