@@ -16,6 +16,7 @@ import os
 import random
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections import Counter
@@ -102,7 +103,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--clients", type=int, default=32)
     parser.add_argument("--ctx", type=int, default=512)
     parser.add_argument("--sample-every", type=float, default=10, help="seconds between RSS/fd samples")
-    parser.add_argument("--log", type=Path, default=Path("soak-serve.log"))
+    parser.add_argument("--log", type=Path, default=Path(tempfile.gettempdir()) / "llmchat-soak-serve.log",
+                        help="the server's output")
     parser.add_argument("--json", type=Path, help="also write the report here")
     args = parser.parse_args(argv)
 
