@@ -427,6 +427,18 @@ def _serve_arguments(parser: argparse.ArgumentParser) -> None:
                         help="allow browser pages from ORIGIN (repeatable; '*' allows any)")
     parser.add_argument("--web-dir", metavar="DIR", help="serve this folder at / instead of the bundled web demo")
     parser.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
+    parser.add_argument("--api-key-all", action="store_true",
+                        help="require the API key on every route (the web demo, model files, /health, /metrics too)")
+    parser.add_argument("--allowed-host", action="append", default=[], metavar="NAME",
+                        help="also answer requests whose Host header is NAME (repeatable; '*' answers any); by "
+                             "default only the loopback names and the --host address are answered")
+    parser.add_argument("--max-body", type=int, default=8 << 20, metavar="BYTES",
+                        help="largest request body accepted; larger ones get 413 (default 8 MiB)")
+    parser.add_argument("--shutdown-grace", type=float, default=10.0, metavar="SECONDS",
+                        help="on SIGTERM or Ctrl-C, how long running requests may finish before they are ended "
+                             "(default 10)")
+    parser.add_argument("--header-timeout", type=float, default=30.0, metavar="SECONDS",
+                        help="close a connection whose request headers are not complete after this long (default 30)")
 
 
 @command("serve", "run an OpenAI-compatible HTTP server (continuous batching, prefix caching)", _serve_arguments)
@@ -439,7 +451,9 @@ def serve_command(args: argparse.Namespace) -> int:
     serve(ServeConfig(model=args.model, host=args.host, port=args.port, api_key=args.api_key, ctx=args.ctx,
                       max_batch=args.max_batch, max_queue=args.max_queue, prefill_chunk=args.prefill_chunk,
                       cache_entries=args.cache_entries, cors_origins=tuple(args.cors_origin),
-                      web_dir=args.web_dir, log_level=args.log_level))
+                      web_dir=args.web_dir, log_level=args.log_level, api_key_all=args.api_key_all,
+                      allowed_hosts=tuple(args.allowed_host), max_body=args.max_body,
+                      shutdown_grace=args.shutdown_grace, header_timeout=args.header_timeout))
     return 0
 
 

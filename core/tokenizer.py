@@ -461,6 +461,10 @@ class Tokenizer:
         self._check_id(token_id)
         return self._tokens[token_id]
 
+    def max_token_bytes(self) -> int:
+        """The longest text any one token decodes to, in bytes: a text of N bytes is at least N / this tokens."""
+        return max((len(self.token_bytes(i)) for i in range(self.vocab_size)), default=1)
+
     def token_id(self, text: str) -> int | None:
         """The id of the token stored as `text`, if any (the inverse of `token_text`)."""
         return self._ids.get(text)

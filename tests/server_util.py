@@ -16,12 +16,12 @@ START_TIMEOUT_S = 180  # loading the model and compiling kernels on a CPU-emulat
 
 @contextmanager
 def running_server(model: str | Path, args: Sequence[str] = (), env: Mapping[str, str] | None = None,
-                   log: Path | None = None) -> Iterator[str]:
+                   log: Path | None = None, headers: Mapping[str, str] | None = None) -> Iterator[str]:
     """Yields the server's base URL (http://127.0.0.1:PORT) once /health answers; stops it afterwards."""
     port = free_port()
     cmd = [sys.executable, "-m", "llmchat", "serve", str(model), "--port", str(port), "--log-level", "warning",
            *args]
-    with spawned_server(cmd, port, timeout=START_TIMEOUT_S, log=log, env=env) as base:
+    with spawned_server(cmd, port, timeout=START_TIMEOUT_S, log=log, env=env, headers=headers) as base:
         yield base
 
 

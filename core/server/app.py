@@ -11,6 +11,7 @@ step runs.
 """
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -25,7 +26,8 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from .. import __version__
 from ..errors import LLMChatError
 from .completions import Answer, ModelInfo, Prepared, Run, prepare_chat, prepare_text
-from .errors import ERROR_RESPONSES, GENERATION_RESPONSES, APIError, error_body
+from .errors import ERROR_RESPONSES, GENERATION_RESPONSES, APIError, error_body, json_response
+from .guard import DEFAULT_MAX_BODY, BodyTooLargeError, HostPolicy, RequestGuard
 from .middleware import APIKeyMiddleware, RequestMetricsMiddleware
 from .scheduler import Scheduler, SchedulerStoppedError
 from .schemas import ChatCompletionRequest, CompletionRequest
@@ -33,6 +35,7 @@ from .sse import EventStream
 from .static import FileResponse, safe_path
 
 DISCONNECT_POLL_S = 0.5  # how often a non-streaming request checks whether its client is still there
+log = logging.getLogger("llmchat.server")
 
 
 def default_web_dir() -> Path:
@@ -48,6 +51,9 @@ class ServerOptions:
     web_dir: Path = field(default_factory=default_web_dir)
     models_dir: Path | None = None  # the llmchat model cache (catalogue.models_dir()); None serves none of it
     model_file: Path | None = None  # the served model's own file, listed under its file name
+    api_key_all: bool = False  # the key guards every route, not only /v1
+    hosts: HostPolicy | None = None  # the Host header values answered; None answers any (in-process tests)
+    max_body: int = DEFAULT_MAX_BODY
 
 
 def create_app(scheduler: Scheduler, model: ModelInfo, options: ServerOptions | None = None) -> FastAPI:
@@ -56,12 +62,16 @@ def create_app(scheduler: Scheduler, model: ModelInfo, options: ServerOptions | 
     # every other path belongs to the web folder.
     app = FastAPI(title="llmchat", version=__version__, openapi_url="/v1/openapi.json", docs_url=None,
                   redoc_url=None, description="OpenAI-compatible API over an on-device GGUF runtime.")
+    app.state.draining = False  # set when a shutdown begins: new requests are refused from then on
     _add_error_handlers(app)
     _add_api_routes(app, scheduler, model)
     _add_file_routes(app, options)
-    # Added innermost first: CORS sees every response (401s included) and answers preflights before the key check.
+    # Added innermost first: CORS sees every response (401s included) and answers preflights before the key check;
+    # the guard's refusals (shutting down, foreign Host, body too large) are counted and come before the key.
     if options.api_key:
-        app.add_middleware(APIKeyMiddleware, api_key=options.api_key)
+        app.add_middleware(APIKeyMiddleware, api_key=options.api_key, everywhere=options.api_key_all)
+    app.add_middleware(RequestGuard, hosts=options.hosts, max_body=options.max_body,
+                       draining=lambda: app.state.draining)
     app.add_middleware(RequestMetricsMiddleware, metrics=scheduler.metrics)
     if options.cors_origins:
         app.add_middleware(CORSMiddleware, allow_origins=list(options.cors_origins),
@@ -152,6 +162,12 @@ def _add_file_routes(app: FastAPI, options: ServerOptions) -> None:
     @app.api_route("/{name:path}", methods=["GET", "HEAD"], include_in_schema=False)
     async def web_file(name: str, request: Request) -> Response:
         if name.startswith("v1/"):
+            # This route matched because nothing under /v1 answers GET: a POST route is then 405, not 404.
+            allowed = sorted({m for r in app.routes if getattr(r, "path", None) == "/" + name
+                              for m in getattr(r, "methods", None) or ()})
+            if allowed:
+                raise APIError(405, f"Method {request.method} is not allowed on /{name}; use {', '.join(allowed)}",
+                               code="method_not_allowed", headers={"Allow": ", ".join(allowed)})
             raise not_found("route")
         path = safe_path(options.web_dir, name)
         if path is None:  # a folder (or the root): its index page
@@ -175,8 +191,16 @@ def _add_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        return JSONResponse(error_body(exc.status_code, str(exc.detail)), status_code=exc.status_code,
-                            headers=getattr(exc, "headers", None))
+        code = "request_too_large" if isinstance(exc, BodyTooLargeError) else None
+        return json_response(error_body(exc.status_code, str(exc.detail), code=code), exc.status_code,
+                             getattr(exc, "headers", None))
+
+    @app.exception_handler(Exception)
+    async def unexpected(request: Request, exc: Exception) -> JSONResponse:
+        # Starlette re-raises after this answer, so uvicorn logs the traceback; the client gets JSON, not text.
+        log.error("unexpected %s on %s %s", type(exc).__name__, request.method, request.url.path)
+        return json_response(error_body(500, "The server had an error while processing your request "
+                                             f"({type(exc).__name__}); its log has the details"), 500)
 
 
 def _validation_error(exc: RequestValidationError) -> APIError:

@@ -42,6 +42,7 @@ class ModelInfo:
     encode_chat: Callable[[str], list[int]]  # a rendered chat prompt -> ids
     constraint: Callable[..., Constraint | None]  # response_format, grammar=, json_schema= -> the constraint
     token_bytes: Callable[[int], bytes]
+    max_token_bytes: int | None = None  # the longest token's text in bytes; None skips the early length check
 
 
 @dataclass
@@ -86,6 +87,58 @@ def _check_fits(prompt_len: int, max_tokens: int | None, context: int, param: st
     return max_tokens
 
 
+def _check_sequence_count(prompts: int, n: int) -> None:
+    if prompts * n > MAX_SEQUENCES_PER_REQUEST:
+        raise APIError(400, f"{prompts} prompts times n={n} choices make {prompts * n} "
+                            f"sequences; at most {MAX_SEQUENCES_PER_REQUEST} per request", param="n")
+
+
+def _check_text_length(texts: Sequence[str], model: ModelInfo, param: str) -> None:
+    """Refuse text that cannot fit the context before tokenizing it: no token stands for more than the
+    vocabulary's longest piece (or one character, for a character the vocabulary lacks), so the text's UTF-8
+    length over that is a lower bound of its token count. Tokenizing is then bounded by about context times that
+    many bytes, however long the text a client sends."""
+    if model.max_token_bytes is None:
+        return
+    size = sum(len(t.encode("utf-8", "surrogatepass")) for t in texts)
+    at_least = size // max(model.max_token_bytes, 4)
+    if at_least >= model.context:
+        raise APIError(400, f"This model's maximum context length is {model.context} tokens. However, your "
+                            f"{param} has {size} bytes of text, at least {at_least} tokens. Please shorten it.",
+                       param=param, code="context_length_exceeded")
+
+
+async def _encode(encode: Callable[[Any], Any], what: Any, param: str) -> Any:
+    try:
+        return await run_in_threadpool(encode, what)
+    except UnicodeEncodeError:
+        raise APIError(400, f"`{param}` holds text that is not valid Unicode (a lone surrogate code point)",
+                       param=param) from None
+    except ChatTemplateError as exc:
+        if exc.__cause__ is not None and not _is_template_error(exc.__cause__):
+            # The template itself tripped (e.g. `'text' + none`): its Python error means nothing to the client.
+            raise APIError(400, _unrenderable(what), param=param, code="invalid_messages") from None
+        raise APIError(400, str(exc), param=param) from None
+    except (FieldError, GrammarError):
+        raise  # the caller names the structure field at fault
+    except LLMChatError as exc:
+        raise APIError(400, str(exc), param=param) from None
+
+
+def _is_template_error(exc: BaseException) -> bool:
+    return any(c.__module__.startswith("jinja2") for c in type(exc).__mro__)
+
+
+def _unrenderable(messages: Any) -> str:
+    """What is likely wrong with messages the model's chat template failed on."""
+    for i, m in enumerate(messages if isinstance(messages, list) else []):
+        if not isinstance(m.get("content"), str):
+            return (f"messages[{i}] ({m.get('role')}) has no text `content`, which this model's chat template "
+                    "needs in every message; give it a string `content`")
+    return ("this model's chat template cannot render these messages (their roles or order are not what it "
+            "expects, e.g. two system messages or no user message); check them against the model's chat format")
+
+
 def _structure_error(exc: LLMChatError, default_param: str) -> APIError:
     """A malformed structured-output or tool field, or a schema that cannot be enforced: 400 naming it."""
     if isinstance(exc, UnsupportedSchemaError):
@@ -95,9 +148,7 @@ def _structure_error(exc: LLMChatError, default_param: str) -> APIError:
 
 def _requests(body: _Sampling, prompts: list[list[int]], budgets: list[int], top_logprobs: int | None,
               model: ModelInfo, constraint: Constraint | None) -> list[GenerationRequest]:
-    if len(prompts) * body.n > MAX_SEQUENCES_PER_REQUEST:
-        raise APIError(400, f"{len(prompts)} prompts times n={body.n} choices make {len(prompts) * body.n} "
-                            f"sequences; at most {MAX_SEQUENCES_PER_REQUEST} per request", param="n")
+    _check_sequence_count(len(prompts), body.n)
     stops = body.stop_strings()
     try:
         bias = body.token_bias(model.vocab_size)
@@ -120,6 +171,7 @@ async def prepare_chat(body: ChatCompletionRequest, model: ModelInfo) -> Prepare
     if body.top_logprobs is not None and not body.logprobs:
         raise APIError(400, "`top_logprobs` needs `logprobs` set to true", param="top_logprobs")
     messages = [m.model_dump(exclude_none=True) for m in body.messages]
+    _check_text_length([t for m in body.messages for t in _texts(m.content)], model, "messages")
     kwargs = dict(body.chat_template_kwargs or {})
     if body.enable_thinking is not None:
         kwargs.setdefault("enable_thinking", body.enable_thinking)
@@ -127,13 +179,11 @@ async def prepare_chat(body: ChatCompletionRequest, model: ModelInfo) -> Prepare
                   tools=body.tools, tool_choice=body.tool_choice, parallel_tool_calls=body.parallel_tool_calls,
                   template_kwargs=kwargs or None)
     try:
-        setup = await run_in_threadpool(model.prepare_chat, messages, **fields)
-        ids = await run_in_threadpool(model.encode_chat, setup.prompt)
+        setup = await _encode(lambda m: model.prepare_chat(m, **fields), messages, "messages")
     except (FieldError, GrammarError) as exc:
         raise _structure_error(exc, "tools" if body.tools and body.response_format is None else "response_format"
                                ) from None
-    except (ChatTemplateError, LLMChatError) as exc:
-        raise APIError(400, str(exc), param="tools" if body.tools else "messages") from None
+    ids = await _encode(model.encode_chat, setup.prompt, "messages")
     if not ids:
         raise APIError(400, "the messages render to an empty prompt", param="messages")
     max_tokens = body.max_completion_tokens if body.max_completion_tokens is not None else body.max_tokens
@@ -156,13 +206,14 @@ async def prepare_text(body: CompletionRequest, model: ModelInfo) -> Prepared:
         prompt = [prompt]
     if not prompt:
         raise APIError(400, "`prompt` is empty", param="prompt")
+    _check_sequence_count(len(prompt), body.n)  # before any tokenizing
+    for p in prompt:
+        if isinstance(p, str):
+            _check_text_length([p], model, "prompt")
     prompts: list[list[int]] = []
     for p in prompt:
         if isinstance(p, str):
-            try:
-                ids = await run_in_threadpool(model.encode_prompt, p)
-            except LLMChatError as exc:
-                raise APIError(400, str(exc), param="prompt") from None
+            ids = await _encode(model.encode_prompt, p, "prompt")
         else:
             ids = list(p)
             bad = next((t for t in ids if not 0 <= t < model.vocab_size), None)
@@ -175,6 +226,12 @@ async def prepare_text(body: CompletionRequest, model: ModelInfo) -> Prepared:
     budgets = [_check_fits(len(ids), body.max_tokens, model.context, "prompt") for ids in prompts]
     return Prepared(False, body, _requests(body, prompts, budgets, body.logprobs, model, constraint),
                     [len(p) for p in prompts], body.logprobs)
+
+
+def _texts(content: Any) -> list[str]:
+    if isinstance(content, str):
+        return [content]
+    return [part.text for part in content or () if isinstance(getattr(part, "text", None), str)]
 
 
 # -- running -----------------------------------------------------------------------------------------------------
@@ -367,7 +424,8 @@ class Answer:
                 if delta["text"] or delta["logprobs"] or delta["finish_reason"] or delta.get("parts"):
                     yield self.chunk(index, delta)
         except Exception as exc:  # noqa: BLE001 - whatever it was, the client must hear of it
-            yield sse(error_body(500, str(exc) or type(exc).__name__))
+            status = 503 if isinstance(exc, SchedulerStoppedError) else 500
+            yield sse(error_body(status, str(exc) or type(exc).__name__))
         else:
             if self._include_usage():
                 yield self.chunk(0, None)

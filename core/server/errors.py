@@ -5,12 +5,13 @@ class (400 BadRequestError, 401 AuthenticationError, 404 NotFoundError, 429 Rate
 """
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from pydantic import BaseModel
 from starlette.responses import JSONResponse
 
-_TYPES = {400: "invalid_request_error", 401: "authentication_error", 404: "not_found_error",
+_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error", 404: "not_found_error",
           413: "invalid_request_error", 416: "invalid_request_error", 422: "invalid_request_error",
           429: "rate_limit_error", 503: "server_error"}
 
@@ -44,7 +45,19 @@ class APIError(Exception):
         return error_body(self.status, self.message, param=self.param, code=self.code)
 
     def response(self) -> JSONResponse:
-        return JSONResponse(self.body(), status_code=self.status, headers=self.headers)
+        return json_response(self.body(), self.status, self.headers)
+
+
+class _ASCIIJSONResponse(JSONResponse):
+    """JSON with every non-ASCII character escaped: an error message may quote the client's text, and text with a
+    lone surrogate (valid in JSON, not in UTF-8) would make the usual rendering fail."""
+
+    def render(self, content: Any) -> bytes:
+        return json.dumps(content, ensure_ascii=True, separators=(",", ":")).encode("ascii")
+
+
+def json_response(body: dict[str, Any], status: int, headers: dict[str, str] | None = None) -> JSONResponse:
+    return _ASCIIJSONResponse(body, status_code=status, headers=headers)
 
 
 def error_body(status: int, message: str, *, param: str | None = None, code: str | None = None) -> dict[str, Any]:
@@ -55,7 +68,9 @@ def error_body(status: int, message: str, *, param: str | None = None, code: str
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     400: {"model": ErrorResponse, "description": "Malformed JSON, invalid or unsupported fields, context overflow"},
     401: {"model": ErrorResponse, "description": "Missing or wrong API key (when the server has one)"},
+    403: {"model": ErrorResponse, "description": "The Host header names another server (see --allowed-host)"},
     404: {"model": ErrorResponse, "description": "Unknown model"},
+    413: {"model": ErrorResponse, "description": "The request body is larger than the server's --max-body"},
     429: {"model": ErrorResponse, "description": "Queue full; retry after the Retry-After header's seconds"},
     503: {"model": ErrorResponse, "description": "The generation scheduler is not running"},
 }

@@ -23,10 +23,11 @@ def free_port() -> int:
 
 @contextmanager
 def spawned_server(cmd: Sequence[str], port: int, *, ready_path: str = "/health", timeout: float = 180,
-                   log: Path | None = None, env: Mapping[str, str] | None = None) -> Iterator[str]:
+                   log: Path | None = None, env: Mapping[str, str] | None = None,
+                   headers: Mapping[str, str] | None = None) -> Iterator[str]:
     """Start `cmd` (which listens on `port`), yield its base URL once `ready_path` answers 200, stop it after.
 
-    `log` receives its output (discarded when None); an exit or no answer within `timeout` seconds raises
+    `log` receives its output (discarded when None); `headers` go with the readiness check; an exit or no answer within `timeout` seconds raises
     RuntimeError with the end of the log.
     """
     out = open(log, "wb") if log else subprocess.DEVNULL
@@ -43,7 +44,8 @@ def spawned_server(cmd: Sequence[str], port: int, *, ready_path: str = "/health"
             if proc.poll() is not None:
                 raise failure(f"exited with {proc.returncode} before answering")
             try:
-                with urllib.request.urlopen(base + ready_path, timeout=2) as response:
+                request = urllib.request.Request(base + ready_path, headers=dict(headers or {}))
+                with urllib.request.urlopen(request, timeout=2) as response:
                     if response.status == 200:
                         break
             except (urllib.error.URLError, OSError):

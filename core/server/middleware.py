@@ -17,18 +17,22 @@ API_PREFIX = "/v1/"
 
 
 class APIKeyMiddleware:
-    """Requires `Authorization: Bearer KEY` on the API routes (/v1/...). Static files and model downloads stay
-    open, so the browser runtime can load them, as do /health and /metrics for monitoring."""
+    """Requires `Authorization: Bearer KEY` (the scheme in any case) on the API routes (/v1/...), or on every route
+    when `everywhere` is set. By default the web demo, the model files, /health and /metrics stay open: the
+    browser runtime loads the page and the model without a key, and monitoring needs none."""
 
-    def __init__(self, app: ASGIApp, api_key: str) -> None:
+    def __init__(self, app: ASGIApp, api_key: str, everywhere: bool = False) -> None:
         self.app = app
-        self.expected = f"Bearer {api_key}".encode()
+        self.expected = api_key.encode()
+        self.everywhere = everywhere
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or not scope["path"].startswith(API_PREFIX) or scope["method"] == "OPTIONS":
+        guarded = self.everywhere or scope["path"].startswith(API_PREFIX)
+        if scope["type"] != "http" or not guarded or scope["method"] == "OPTIONS":
             return await self.app(scope, receive, send)
         given = dict(scope["headers"]).get(b"authorization")
-        if given is not None and hmac.compare_digest(given, self.expected):
+        scheme, _, token = (given or b"").strip().partition(b" ")
+        if scheme.lower() == b"bearer" and hmac.compare_digest(token.strip(), self.expected):
             return await self.app(scope, receive, send)
         if given is None:
             message = "Missing API key: send it as `Authorization: Bearer KEY`"

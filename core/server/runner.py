@@ -12,6 +12,8 @@ from ..catalogue import CATALOGUE, models_dir, resolve
 from ..errors import LLMChatError
 from .app import ServerOptions, create_app
 from .completions import ModelInfo
+from .connections import FLUSH_MARGIN_S, GracefulServer, header_timeout_protocol
+from .guard import DEFAULT_MAX_BODY, HostPolicy
 from .metrics import Metrics
 from .scheduler import Scheduler
 from ..structured import structured_constraint
@@ -31,6 +33,11 @@ class ServeConfig:
     cors_origins: Sequence[str] = ()
     web_dir: str | None = None  # default: the package's web demo
     log_level: str = "info"
+    api_key_all: bool = False
+    allowed_hosts: Sequence[str] = ()
+    max_body: int = DEFAULT_MAX_BODY
+    shutdown_grace: float = 10.0
+    header_timeout: float = 30.0
 
     def validate(self) -> None:
         """Refuse settings that cannot work, before the model is loaded."""
@@ -39,7 +46,11 @@ class ServeConfig:
                   (1 <= self.max_batch <= 256, "--max-batch must be between 1 and 256"),
                   (self.max_queue >= 0, "--max-queue must be >= 0"),
                   (self.prefill_chunk >= 1, "--prefill-chunk must be >= 1"),
-                  (self.cache_entries is None or self.cache_entries >= 0, "--cache-entries must be >= 0")]
+                  (self.cache_entries is None or self.cache_entries >= 0, "--cache-entries must be >= 0"),
+                  (self.max_body >= 1024, "--max-body must be at least 1024 bytes"),
+                  (self.shutdown_grace >= 0, "--shutdown-grace must be >= 0"),
+                  (self.header_timeout > 0, "--header-timeout must be > 0"),
+                  (bool(self.api_key) or not self.api_key_all, "--api-key-all needs --api-key")]
         for ok, message in checks:
             if not ok:
                 raise LLMChatError(message)
@@ -53,7 +64,8 @@ def model_info(llm, requested: str, path: str) -> ModelInfo:
     aliases = frozenset({model_id, requested, name, Path(name).stem})
     return ModelInfo(id=model_id, aliases=aliases, context=llm.context, vocab_size=llm.config.vocab_size,
                      encode_prompt=llm.encode_prompt, prepare_chat=llm.prepare_chat, encode_chat=llm.encode_chat,
-                     constraint=partial(structured_constraint, llm.tokenizer), token_bytes=llm.tokenizer.token_bytes)
+                     constraint=partial(structured_constraint, llm.tokenizer), token_bytes=llm.tokenizer.token_bytes,
+                     max_token_bytes=llm.tokenizer.max_token_bytes())
 
 
 def serve(config: ServeConfig) -> None:
@@ -80,7 +92,9 @@ def serve(config: ServeConfig) -> None:
     # Not resolve(): a Hugging Face cache file is a link whose target is named by its hash; /models/NAME should
     # offer the model under the name the link (the repository) gives it.
     options = ServerOptions(api_key=config.api_key, cors_origins=config.cors_origins, models_dir=models_dir(),
-                            model_file=Path(path).absolute() if local else None)
+                            model_file=Path(path).absolute() if local else None, api_key_all=config.api_key_all,
+                            hosts=HostPolicy(config.host, config.port, config.allowed_hosts),
+                            max_body=config.max_body)
     if config.web_dir is not None:
         if not Path(config.web_dir).is_dir():
             raise LLMChatError(f"--web-dir {config.web_dir!r} is not a folder")
@@ -91,8 +105,12 @@ def serve(config: ServeConfig) -> None:
     scheduler.start()
     print(f"llmchat: serving {info.id} ({llm.context}-token context, up to {config.max_batch} sequences at once) "
           f"on http://{config.host}:{config.port}/v1", file=sys.stderr, flush=True)
+    uv_config = uvicorn.Config(app, host=config.host, port=config.port, log_level=config.log_level,
+                               http=header_timeout_protocol(config.header_timeout),
+                               timeout_graceful_shutdown=config.shutdown_grace + FLUSH_MARGIN_S)
+    server = GracefulServer(uv_config, grace=config.shutdown_grace,
+                            on_drain=lambda: setattr(app.state, "draining", True), end_running=scheduler.stop)
     try:
-        uvicorn.run(app, host=config.host, port=config.port, log_level=config.log_level,
-                    timeout_graceful_shutdown=5)
+        server.run()
     finally:
         scheduler.stop()

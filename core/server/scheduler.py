@@ -32,6 +32,7 @@ from .metrics import Metrics
 from .prefix_cache import PrefixCache
 
 log = logging.getLogger("llmchat.server")
+RATE_WINDOW_S = 10.0  # the decode rate behind Retry-After is measured over this many seconds of steps
 
 
 class QueueFullError(LLMChatError):
@@ -116,7 +117,7 @@ class Scheduler:
         self._thread: threading.Thread | None = None
         self._stopping = False
         self.failure: BaseException | None = None
-        self._seconds_per_sequence = 1.0  # running mean, for Retry-After
+        self._recent_steps: deque[tuple[float, int]] = deque()  # (time, tokens sampled): the decode rate
         m = self.metrics
         m.gauge("llmchat_queue_depth", "Sequences waiting to start.", lambda: self._queued)
         m.gauge("llmchat_running_sequences", "Sequences prefilling or decoding.",
@@ -159,7 +160,7 @@ class Scheduler:
         with self._lock:
             if self._queued + len(seqs) > self.max_queue:
                 raise QueueFullError(f"the server is busy: {self._queued} sequences are waiting "
-                                     f"(at most {self.max_queue})", self._retry_after())
+                                     f"(at most {self.max_queue})", self._retry_after(len(seqs)))
             self._queued += len(seqs)
         self._inbox.put(seqs)
         return [Ticket(self, s) for s in seqs]
@@ -168,10 +169,28 @@ class Scheduler:
         seq.cancelled = True
         self._inbox.put(_WAKE)
 
-    def _retry_after(self) -> int:
-        """Seconds until a queue slot is likely free: the queue drains max_batch sequences at a time."""
-        waves = (self._queued + 1) / self.max_batch
-        return max(1, min(600, math.ceil(waves * self._seconds_per_sequence)))
+    def tokens_per_second(self) -> float | None:
+        """Tokens sampled per second over the last RATE_WINDOW_S seconds of steps; None before two steps."""
+        recent = list(self._recent_steps)
+        if len(recent) < 2 or recent[-1][0] <= recent[0][0]:
+            return None
+        return sum(n for _, n in recent[1:]) / (recent[-1][0] - recent[0][0])
+
+    def _retry_after(self, wanted: int) -> int:
+        """Seconds until `wanted` queue places are likely free. A place frees when a waiting sequence starts, which
+        needs a running one to finish: the running sequences' remaining budgets, shortest first, at each one's
+        share of the measured decode rate, give when the first ones finish (an upper bound where a sequence ends
+        early at an end-of-text token)."""
+        running = [s for s in [*self._decoding, self._prefilling] if s is not None]  # other threads' copies
+        rate = self.tokens_per_second()
+        if not running or not rate:
+            return 1  # nothing measured yet, or nothing running: the queue moves at the next step
+        remaining = sorted(max(0, s.request.max_tokens - s.generated) for s in running)
+        needed = max(1, self._queued + wanted - self.max_queue)
+        waves = math.ceil(needed / len(running))
+        nth = remaining[min(needed, len(remaining)) - 1]
+        seconds = nth * waves * len(running) / rate
+        return max(1, min(600, math.ceil(seconds)))
 
     # -- the scheduler thread ------------------------------------------------------------------------------------
     def _run(self) -> None:
@@ -242,6 +261,7 @@ class Scheduler:
             return
         self.metrics.steps.inc()
         self.metrics.batch_size.observe(len(feeds))
+        self._record_step(len(outputs))
         if pre is not None and pre.pos == len(pre.tokens):  # its prompt is in: from now on it decodes
             self._prefilling = None
             self._decoding.append(pre)
@@ -253,6 +273,12 @@ class Scheduler:
                 self._fail(seq, LLMChatError(f"sampling failed: {type(exc).__name__}: {exc}"))
                 continue
             self._sampled(seq, events)
+
+    def _record_step(self, sampled: int) -> None:
+        now = time.perf_counter()
+        self._recent_steps.append((now, sampled))
+        while now - self._recent_steps[0][0] > RATE_WINDOW_S:
+            self._recent_steps.popleft()
 
     def _prefill_chunk(self, decoding: list[_Sequence]) -> tuple[_Sequence | None, list[int]]:
         """The prompt tokens this step carries: admit a waiting sequence when none is prefilling and the batch has
@@ -310,8 +336,6 @@ class Scheduler:
         self._emit(seq, event)
         self._release(seq, keep=True)
         self.metrics.sequences.inc(1, event.reason)
-        elapsed = time.perf_counter() - seq.submitted
-        self._seconds_per_sequence += 0.2 * (elapsed - self._seconds_per_sequence)
 
     def _fail(self, seq: _Sequence, error: BaseException) -> None:
         if seq in self._decoding:

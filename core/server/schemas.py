@@ -14,9 +14,9 @@ false}); WebLLM's top-level `enable_thinking`.
 """
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..sampler import SamplingParams
 
@@ -31,7 +31,8 @@ def _not_yet() -> Any:
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # strict: as OpenAI does, "4" is not a number, 1.0 not an integer and "yes" not a boolean (an int is a float).
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 class StreamOptions(_Strict):
@@ -42,18 +43,24 @@ class ContentPart(BaseModel):
     """One part of a message's content. Only text parts can be used (text-only models); other types are
     accepted here so that the chat layer can refuse them with a message naming the part."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", strict=True)
     type: str
     text: str | None = None
 
 
 class ChatMessage(_Strict):
     role: Literal["system", "developer", "user", "assistant", "tool"]
-    content: str | list[ContentPart] | None = None
+    content: str | Annotated[list[ContentPart], Field(min_length=1)] | None = None
     name: str | None = None
     tool_calls: list[dict[str, Any]] | None = None
     tool_call_id: str | None = None
     refusal: str | None = None
+
+    @model_validator(mode="after")
+    def _tool_reply_names_its_call(self) -> ChatMessage:
+        if self.role == "tool" and not self.tool_call_id:
+            raise ValueError("a message with role `tool` needs `tool_call_id`, the id of the call it answers")
+        return self
 
 
 class _Sampling(_Strict):

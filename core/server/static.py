@@ -29,6 +29,7 @@ from starlette.types import Receive, Scope, Send
 CHUNK = 1 << 20
 _RANGE = re.compile(r"([0-9]*)-([0-9]*)")
 MAX_RANGES = 16  # more parts than this in one request is not a download pattern; the whole file is sent instead
+_MAX_DIGITS = 19  # a longer number is past any file's end (and int() refuses numbers of over 4300 digits)
 
 MEDIA_TYPES = {
     ".html": "text/html; charset=utf-8",
@@ -75,9 +76,9 @@ def safe_path(root: Path, relative: str) -> Path | None:
     try:
         base = root.resolve()
         candidate = (base / relative).resolve()
-    except (OSError, RuntimeError):  # a symlink loop, a name too long
-        return None
-    if not candidate.is_relative_to(base) or not candidate.is_file():
+        if not candidate.is_relative_to(base) or not candidate.is_file():
+            return None
+    except (OSError, RuntimeError, ValueError):  # a symlink loop, a name too long (is_file raises that one)
         return None
     return candidate
 
@@ -86,7 +87,8 @@ def parse_ranges(header: str, size: int) -> list[tuple[int, int]] | None:
     """Byte ranges (first, last inclusive) of a `Range` header that fall in a file of `size` bytes.
 
     None means the header is to be ignored (not a bytes range, malformed, or too many parts): the whole file is
-    sent with 200. An empty list means well-formed but unsatisfiable: 416.
+    sent with 200. An empty list means well-formed but unsatisfiable: 416. Overlapping and adjacent ranges are
+    merged (in file order), so a response never carries more bytes than the file has.
     """
     unit, _, spec = header.partition("=")
     if unit.strip().lower() != "bytes" or not spec.strip():
@@ -101,17 +103,31 @@ def parse_ranges(header: str, size: int) -> list[tuple[int, int]] | None:
             return None
         first, last = m[1], m[2]
         if not first:  # suffix: the last N bytes
-            n = int(last)
+            n = _number(last)
             if n > 0 and size > 0:
                 ranges.append((max(0, size - n), size - 1))
             continue
-        a = int(first)
-        if last and int(last) < a:
+        a = _number(first)
+        if last and _number(last) < a:
             return None
-        b = int(last) if last else size - 1
+        b = _number(last) if last else size - 1
         if a < size:
             ranges.append((a, min(b, size - 1)))
-    return ranges
+    return _merged(ranges)
+
+
+def _number(digits: str) -> int:
+    return int(digits) if len(digits) <= _MAX_DIGITS else 1 << 63
+
+
+def _merged(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    for a, b in sorted(ranges):
+        if out and a <= out[-1][1] + 1:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        else:
+            out.append((a, b))
+    return out
 
 
 def _etag(st: os.stat_result) -> str:

@@ -1,0 +1,97 @@
+"""How the server treats connections beyond what uvicorn does by itself: a deadline for a request's headers, and
+a shutdown that lets running requests finish for a while before ending them.
+
+Headers: uvicorn's keep-alive timeout starts only after a response, so a client that connects and then sends
+nothing, or its headers a byte at a time, would hold its connection (and a file descriptor) for ever. The
+protocol below closes a connection whose next request's headers are not complete within `header_timeout`.
+
+Shutdown (SIGTERM, or Ctrl-C): the listening socket closes at once and every new request on a connection still
+open is refused with 503 (the app's `draining` flag). Requests in flight get `grace` seconds; then the scheduler
+stops, which ends each of them: a stream with an `error` event and `[DONE]`, a non-streaming request with 503.
+A second Ctrl-C quits at once.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import Callable
+from types import FrameType
+
+import uvicorn
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+log = logging.getLogger("llmchat.server")
+FLUSH_MARGIN_S = 5.0  # after the scheduler stops, how long uvicorn waits for the ended responses to go out
+
+
+def header_timeout_protocol(header_timeout: float) -> type[H11Protocol]:
+    """uvicorn's h11 protocol with a deadline on each request's headers."""
+
+    class Protocol(H11Protocol):
+        _header_timer: asyncio.TimerHandle | None = None
+
+        def _between_requests(self) -> bool:
+            return self.cycle is None or self.cycle.response_complete
+
+        def _arm(self) -> None:
+            if self._header_timer is None:
+                self._header_timer = self.loop.call_later(header_timeout, self._headers_too_slow)
+
+        def _disarm(self) -> None:
+            if self._header_timer is not None:
+                self._header_timer.cancel()
+                self._header_timer = None
+
+        def connection_made(self, transport) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            self._arm()
+
+        def data_received(self, data: bytes) -> None:
+            if self._between_requests():
+                self._arm()  # the first bytes of a request (uvicorn's keep-alive timer stops here)
+            super().data_received(data)
+            if not self._between_requests():
+                self._disarm()
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()  # keep-alive's own timer now covers the idle time
+            self._disarm()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._disarm()
+            super().connection_lost(exc)
+
+        def _headers_too_slow(self) -> None:
+            self._header_timer = None
+            if self._between_requests() and not self.transport.is_closing():
+                log.info("closing a connection whose request headers took over %.0f s", header_timeout)
+                self.transport.close()
+
+    return Protocol
+
+
+class GracefulServer(uvicorn.Server):
+    """uvicorn's server with the shutdown described above. `on_drain` runs at the first signal (it sets the app's
+    flag), `end_running` once the grace period is over (it stops the scheduler)."""
+
+    def __init__(self, config: uvicorn.Config, *, grace: float, on_drain: Callable[[], None],
+                 end_running: Callable[[], None]) -> None:
+        super().__init__(config)
+        self.grace = grace
+        self.on_drain = on_drain
+        self.end_running = end_running
+        self._timer: threading.Timer | None = None
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        if self._timer is None:
+            self.on_drain()
+            log.warning("shutting down: running requests have %.0f s to finish", self.grace)
+            self._timer = threading.Timer(self.grace, self._grace_over)
+            self._timer.daemon = True
+            self._timer.start()
+        super().handle_exit(sig, frame)
+
+    def _grace_over(self) -> None:
+        log.warning("shutdown grace period over: ending the requests still running")
+        self.end_running()
