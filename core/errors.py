@@ -69,6 +69,14 @@ class InvalidRequestError(LLMChatError, ValueError):
     """A request parameter is out of range (sampling settings, token ids, sizes); the message names it."""
 
 
+class FieldError(InvalidRequestError):
+    """A request field is malformed; `param` names it (OpenAI's error `param`)."""
+
+    def __init__(self, message: str, param: str):
+        super().__init__(message)
+        self.param = param
+
+
 class ContextOverflowError(InvalidRequestError):
     """A prompt plus requested tokens do not fit the context window (we never truncate silently)."""
 

@@ -24,20 +24,12 @@ from typing import Any
 
 from .chat import ChatTemplate
 from .constraint import Constraint
-from .errors import GrammarError, InvalidRequestError
+from .errors import FieldError, GrammarError
 from .grammar import Grammar
 from .grammar.json_schema import json_object_gbnf, schema_to_gbnf
 from .grammar.regex import regex_to_gbnf
 from .tokenizer import Tokenizer
 from .tools import ReplyParser, reasoning_parser, tool_format_for
-
-
-class FieldError(InvalidRequestError):
-    """A structured-output or tool field is malformed; `param` names it (OpenAI's error `param`)."""
-
-    def __init__(self, message: str, param: str):
-        super().__init__(message)
-        self.param = param
 
 
 def structured_constraint(tokenizer: Tokenizer, response_format: Any = None, *, grammar: Any = None,

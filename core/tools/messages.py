@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..chat import validate_messages
-from ..errors import ChatTemplateError, InvalidRequestError
+from ..errors import ChatTemplateError, FieldError
 
 _TOOL_NAME = re.compile(r"[A-Za-z0-9_.\-]{1,64}")
 
@@ -20,28 +20,28 @@ _TOOL_NAME = re.compile(r"[A-Za-z0-9_.\-]{1,64}")
 def check_tools(tools: Any) -> list[dict[str, Any]]:
     """The `tools` list: function tools with unique, plain names and an object schema."""
     if isinstance(tools, (str, bytes)) or not isinstance(tools, Sequence):
-        raise InvalidRequestError("tools must be a list of {'type': 'function', 'function': {...}} objects")
+        raise FieldError("tools must be a list of {'type': 'function', 'function': {...}} objects", "tools")
     seen: set[str] = set()
     out = []
     for i, tool in enumerate(tools):
         where = f"tools[{i}]"
         if not isinstance(tool, Mapping) or tool.get("type", "function") != "function":
-            raise InvalidRequestError(f"{where} must be an object with type 'function'")
+            raise FieldError(f"{where} must be an object with type 'function'", "tools")
         function = tool.get("function")
         if not isinstance(function, Mapping):
-            raise InvalidRequestError(f"{where} needs a 'function' object with a 'name'")
+            raise FieldError(f"{where} needs a 'function' object with a 'name'", "tools")
         name = function.get("name")
         if not isinstance(name, str) or not _TOOL_NAME.fullmatch(name):
-            raise InvalidRequestError(f"{where}.function.name must be 1-64 letters, digits, '_', '.' or '-'")
+            raise FieldError(f"{where}.function.name must be 1-64 letters, digits, '_', '.' or '-'", "tools")
         if name in seen:
-            raise InvalidRequestError(f"{where}: a second tool named {name!r}")
+            raise FieldError(f"{where}: a second tool named {name!r}", "tools")
         seen.add(name)
         parameters = function.get("parameters", {"type": "object", "properties": {}})
         if not isinstance(parameters, Mapping):
-            raise InvalidRequestError(f"{where}.function.parameters must be a JSON schema object")
+            raise FieldError(f"{where}.function.parameters must be a JSON schema object", "tools")
         description = function.get("description")
         if description is not None and not isinstance(description, str):
-            raise InvalidRequestError(f"{where}.function.description must be a string")
+            raise FieldError(f"{where}.function.description must be a string", "tools")
         out.append({"type": "function", "function": {**function, "parameters": dict(parameters)}})
     return out
 
@@ -52,16 +52,16 @@ def check_tool_choice(tool_choice: Any, tools: list[dict[str, Any]]) -> str | di
         return "auto"
     if tool_choice in ("auto", "none", "required"):
         if tool_choice == "required" and not tools:
-            raise InvalidRequestError("tool_choice 'required' needs at least one tool in 'tools'")
+            raise FieldError("tool_choice 'required' needs at least one tool in 'tools'", "tool_choice")
         return tool_choice
     if isinstance(tool_choice, Mapping) and tool_choice.get("type") == "function":
         name = (tool_choice.get("function") or {}).get("name")
         for tool in tools:
             if tool["function"]["name"] == name:
                 return tool
-        raise InvalidRequestError(f"tool_choice names {name!r}, which is not one of the tools given")
-    raise InvalidRequestError("tool_choice must be 'auto', 'none', 'required' or "
-                              "{'type': 'function', 'function': {'name': ...}}")
+        raise FieldError(f"tool_choice names {name!r}, which is not one of the tools given", "tool_choice")
+    raise FieldError("tool_choice must be 'auto', 'none', 'required' or "
+                     "{'type': 'function', 'function': {'name': ...}}", "tool_choice")
 
 
 def convert_messages(messages: Any, *, call_id: Callable[[str], str] = lambda i: i) -> list[dict[str, Any]]:
