@@ -14,6 +14,7 @@ import json
 import os
 from pathlib import Path
 
+import jsonschema
 import pytest
 
 from browser_server import WebServer
@@ -240,6 +241,79 @@ def test_js_api_streams_openai_shaped_chunks(shared, server, native):
     assert chat[-1]["choices"][0]["finish_reason"] == "length"
     text = "".join(c["choices"][0]["delta"].get("content", "") for c in chat)
     assert text and result["whole"]["choices"][0]["message"] == {"role": "assistant", "content": text}
+
+
+WEATHER = [{"type": "function", "function": {
+    "name": "get_weather", "description": "The current weather in a city",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 30}},
+                   "required": ["city"], "additionalProperties": False}}}]
+PLANET = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 20},
+                                           "moons": {"type": "integer", "minimum": 0, "maximum": 200}},
+          "required": ["name", "moons"], "additionalProperties": False}
+
+
+def test_structured_output_and_tool_calls_in_the_browser(shared, server, smollm2_path):
+    """The JS API takes response_format and tools as the server does, with the native engine's answers; the
+    element shows a call, asks the page for its result with llm-tool-call, and goes on with it."""
+    from llmchat.api import LLM
+
+    ask_planet = [{"role": "user", "content": "Describe Mars as JSON."}]
+    fmt = {"type": "json_schema", "json_schema": {"name": "planet", "schema": PLANET}}
+    ask_weather = [{"role": "user", "content": "What is the weather in Paris?"}]
+    llm = LLM(str(smollm2_path), context=256)
+    native_json = list(llm.chat(ask_planet, max_tokens=40, response_format=fmt))[-1].message
+    llm.reset_chat()
+    native_call = list(llm.chat(ask_weather, max_tokens=60, tools=WEATHER, tool_choice="required"))[-1]
+    llm.device.close()
+
+    context, page = shared
+    server.pages["/tools.html"] = """<!doctype html><script type="module">
+      import { createEngine } from "/llm-chat.js";
+      const engine = await createEngine({ model: "%s" });
+      const json = await engine.chat.completions.create({ max_tokens: 40, messages: %s, response_format: %s });
+      const chunks = [];
+      for await (const chunk of await engine.chat.completions.create({ max_tokens: 60, stream: true, messages: %s,
+          tools: %s, tool_choice: "required" })) chunks.push(chunk);
+      window.result = { json, chunks };
+    </script>""" % (MODEL, json.dumps(ask_planet), json.dumps(fmt), json.dumps(ask_weather), json.dumps(WEATHER))
+    page.goto(f"{server.url}/tools.html")
+    page.wait_for_function("window.result", timeout=TIMEOUT * 2)
+    result = page.evaluate("window.result")
+    assert result["json"]["choices"][0]["message"] == native_json
+    if result["json"]["choices"][0]["finish_reason"] == "stop":
+        jsonschema.validate(json.loads(native_json["content"]), PLANET)
+    chunks = result["chunks"]
+    assert chunks[-1]["choices"][0]["finish_reason"] == native_call.finish_reason == "tool_calls"
+    parts = [p for c in chunks for p in c["choices"][0]["delta"].get("tool_calls", [])]
+    want = native_call.message["tool_calls"][0]["function"]
+    assert parts[0]["function"]["name"] == want["name"] and parts[0]["id"]
+    assert "".join(p["function"].get("arguments", "") for p in parts) == want["arguments"]
+    assert not "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks)
+
+    page.goto(f"{server.url}/index.html?model={MODEL}")
+    wait_event(page, "llm-ready")
+    page.evaluate("""() => {
+      window.__calls = [];
+      const chat = document.querySelector("llm-chat");
+      chat.tools = %s;
+      chat.maxToolRounds = 1;  // one completion may call; the next answers with the result
+      chat.addEventListener("llm-tool-call", (event) => {
+        window.__calls.push({ name: event.detail.name, args: event.detail.args });
+        event.detail.respond(Promise.resolve({ celsius: 18, sky: "cloudy" }));
+      });
+    }""" % json.dumps(WEATHER))
+    before = len(events(page, "llm-done"))
+    _, done = ask(page, "What is the weather in Paris?", 60)
+    if done["finish_reason"] == "tool_calls":  # the first completion called the tool: the page answered it
+        wait_event(page, "llm-done", after=before + 1)
+    page.wait_for_function("!document.querySelector('llm-chat').current", timeout=TIMEOUT)
+    calls = page.evaluate("window.__calls")
+    assert calls and all(c["name"] == "get_weather" and isinstance(c["args"]["city"], str) for c in calls)
+    history = page.eval_on_selector("llm-chat", "el => el.history")
+    tool_results = [m for m in history if m["role"] == "tool"]
+    assert len(tool_results) == len(calls)
+    assert all(json.loads(m["content"]) == {"celsius": 18, "sky": "cloudy"} for m in tool_results)
+    assert history[-1]["role"] == "assistant" and "tool_calls" not in history[-1]
 
 
 def test_offline_reload_loads_from_cache_and_answers(shared, server, shots):

@@ -6,8 +6,8 @@
 // Attributes: model (a GGUF URL, or a Hugging Face reference such as hf://ORG/REPO/FILE.gguf or ORG/REPO:QUANT),
 // integrity (sha256 of the model), system-prompt, endpoint (OpenAI-compatible /v1 URL), mode (auto | local |
 // remote), remote-model (the model name sent to the endpoint), temperature, max-tokens, context-size, pyodide-url
-// (to load Pyodide from a CDN), hub-endpoint (a Hugging Face mirror), placeholder. Property: tools (OpenAI
-// function tools the model may call). Events (bubbling, composed; details in the README): llm-progress, llm-ready,
+// (to load Pyodide from a CDN), hub-endpoint (a Hugging Face mirror), placeholder. Properties: tools (OpenAI
+// function tools the model may call), maxToolRounds (default 8). Events (bubbling, composed; details in the README): llm-progress, llm-ready,
 // llm-token, llm-done, llm-error, and llm-tool-call (answer it with event.detail.respond(result)). Styling: CSS
 // custom properties --llm-chat-* and parts (container, status, progress, warning, log, message, user, assistant,
 // reasoning, tool, form, input, send, stop). Model output is always inserted as text, never as HTML.
@@ -56,7 +56,6 @@ button.stop { background: var(--llm-chat-stop-bg, #6b6b76); }
 `;
 
 let instances = 0;
-const MAX_TOOL_ROUNDS = 8; // a model that keeps calling tools is answered without them after this many rounds
 
 export class LLMChatElement extends HTMLElement {
   static observedAttributes = ["model", "endpoint", "mode", "integrity", "context-size", "pyodide-url",
@@ -82,6 +81,7 @@ export class LLMChatElement extends HTMLElement {
     this.$ = (selector) => root.querySelector(selector);
     this.history = []; // the conversation as OpenAI messages, system prompt excluded
     this.tools = null; // OpenAI function tools the model may call; the page answers llm-tool-call events
+    this.maxToolRounds = 8; // completions in a turn that may call tools; the one after them must answer in words
     this.engine = null;
     this.current = null; // the reply being streamed
     this.$("form").addEventListener("submit", (event) => {
@@ -170,7 +170,7 @@ export class LLMChatElement extends HTMLElement {
   }
 
   // Send a user message and stream the reply. Resolves with the reply text. When the model calls tools, each call
-  // fires llm-tool-call, the results go back to the model, and the reply goes on (at most MAX_TOOL_ROUNDS times).
+  // fires llm-tool-call, the results go back to the model, and the reply goes on (at most maxToolRounds times).
   async send(text) {
     text = (text ?? "").trim();
     if (!text || this.current || !this.engine) return "";
@@ -184,7 +184,7 @@ export class LLMChatElement extends HTMLElement {
     let reply = "";
     try {
       for (let round = 0; ; round++) {
-        const turn = await this.#turn(round < MAX_TOOL_ROUNDS);
+        const turn = await this.#turn(round < this.maxToolRounds);
         reply = turn.message.content;
         this.history.push(turn.message);
         if (!turn.message.tool_calls) break;
