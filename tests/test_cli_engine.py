@@ -93,3 +93,38 @@ def test_context_overflow_is_an_error_not_a_truncation(model):
     assert result.stderr.strip().splitlines()[-1] == (
         "llmchat: error: the prompt has 41 tokens and 8 more were asked for; the context holds 32 "
         "(nothing was truncated)")
+
+
+def test_run_and_chat_hold_the_reply_to_a_json_schema_or_a_grammar(model, tmp_path):
+    schema = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 20},
+                                               "founded": {"type": "integer", "minimum": 0, "maximum": 2100}},
+              "required": ["city", "founded"], "additionalProperties": False}
+    (tmp_path / "city.json").write_text(json.dumps(schema))
+    out = json.loads(ok(llmchat("run", model, "-p", "Paris as JSON:", "-n", "60", "--json",
+                                "--json-schema", str(tmp_path / "city.json"))))
+    assert out["finish_reason"] == "stop", out
+    reply = json.loads(out["text"])
+    assert set(reply) == {"city", "founded"} and 0 <= reply["founded"] <= 2100
+    (tmp_path / "yesno.gbnf").write_text('root ::= ("yes" | "no") "!"\n')
+    out = ok(llmchat("chat", model, "--grammar", str(tmp_path / "yesno.gbnf"), stdin="Is Paris in France?\n"))
+    assert out.strip().splitlines()[0].removeprefix("> ") in ("yes!", "no!")
+
+
+@pytest.mark.parametrize(("args", "words"), [
+    (["--json-schema", "/nonexistent/schema.json"], "cannot read"),
+    (["--json-schema", "BAD"], "is not JSON"),
+    (["--json-schema", "UNSUPPORTED"], "multipleOf"),
+    (["--grammar", "UNDEFINED"], "undefined rule"),
+])
+def test_bad_schemas_and_grammars_are_one_line_errors(model, tmp_path, args, words):
+    files = {"BAD": "{not json", "UNSUPPORTED": '{"type": "integer", "multipleOf": 2}', "UNDEFINED": "root ::= nope"}
+    if args[1] in files:
+        path = tmp_path / "file"
+        path.write_text(files[args[1]])
+        args = [args[0], str(path)]
+    started = time.perf_counter()
+    err = llmchat("run", model, "-p", "x", *args)
+    assert words in one_line_error(err) if args[0] == "--json-schema" else words in err.stderr.splitlines()[-1]
+    assert err.returncode == 2 and "Traceback" not in err.stderr
+    if args[0] == "--json-schema":
+        assert time.perf_counter() - started < 20  # refused before the model loads
