@@ -17,8 +17,8 @@ from pathlib import Path
 from llmchat import load
 
 
-def decode_rate(events) -> tuple[int, float]:
-    """Tokens after the first and their rate (the first includes the prompt)."""
+def decode_rate(events) -> tuple[int, float, dict]:
+    """Tokens, the rate of those after the first (the first includes the prompt), and the finish's timings."""
     t1, n = None, 0
     for event in events:
         if event.finish_reason is not None:
@@ -28,7 +28,7 @@ def decode_rate(events) -> tuple[int, float]:
         if t1 is None:
             t1 = time.perf_counter()
         n += 1
-    return n, (n - 1) / (time.perf_counter() - t1) if n > 1 else 0.0
+    return n, (n - 1) / (time.perf_counter() - t1) if n > 1 else 0.0, event.timings
 
 
 def main() -> None:
@@ -47,20 +47,12 @@ def main() -> None:
         list(llm.chat(messages, max_tokens=args.max_tokens, response_format=fmt))
         first_s = time.perf_counter() - t0
         llm.reset_chat()
-        t1, count, grammar = None, 0, {}
-        for event in llm.chat(messages, max_tokens=args.max_tokens, response_format=fmt):
-            if event.finish_reason is not None:
-                grammar = event.timings.get("grammar", {})
-                break
-            if event.token is None:
-                continue
-            if t1 is None:
-                t1 = time.perf_counter()
-            count += 1
-        constrained = (count - 1) / (time.perf_counter() - t1) if count > 1 else 0.0
+        count, constrained, timings = decode_rate(llm.chat(messages, max_tokens=args.max_tokens,
+                                                           response_format=fmt))
+        grammar = timings.get("grammar", {})
         llm.reset_chat()
         ids = llm.encode_messages(messages)
-        count_free, free = decode_rate(llm.generate(ids, max_tokens=max(2, count), ignore_eos=True))
+        _, free, _ = decode_rate(llm.generate(ids, max_tokens=max(2, count), ignore_eos=True))
         rows.append({"schema": path.stem, "tokens": count, "first_run_s": round(first_s, 3),
                      "constrained_tok_s": round(constrained, 2), "free_tok_s": round(free, 2),
                      "ratio": round(constrained / free, 3) if free else None,
