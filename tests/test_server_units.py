@@ -235,8 +235,9 @@ def test_unsupported_fields_are_named_harmless_values_pass():
     assert unsupported_fields(ChatCompletionRequest(**base, response_format={"type": "text"}, store=False,
                                                     logit_bias={}, tools=[])) == []
     assert unsupported_fields(ChatCompletionRequest(**base, tools=[{"type": "function"}],
-                                                    response_format={"type": "json_object"})) == \
-        ["response_format", "tools"]
+                                                    response_format={"type": "json_object"})) == []
+    assert unsupported_fields(ChatCompletionRequest(**base, functions=[{"name": "f"}], audio={"voice": "x"})) == \
+        ["audio", "functions"]
     assert unsupported_fields(CompletionRequest(model="m", prompt="x", echo=True, suffix="s")) == ["echo", "suffix"]
 
 
