@@ -106,7 +106,8 @@ def _from_response_format(response_format: Mapping[str, Any]) -> str:
             raise FieldError(f"response_format.json_schema has unknown field(s) {', '.join(unknown)}",
                              "response_format.json_schema")
         if "schema" not in spec:
-            return json_object_gbnf()
+            raise FieldError('response_format.json_schema needs a "schema"; for any JSON object use '
+                             '{"type": "json_object"}', "response_format")
         return schema_to_gbnf(_schema(spec["schema"], "response_format.json_schema.schema"))
     if kind == "grammar":
         _only(response_format, {"type", "grammar"})

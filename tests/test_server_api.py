@@ -202,10 +202,12 @@ def _error(response: httpx.Response, status: int) -> dict:
 
 @pytest.mark.parametrize("body,param,words", [
     ({"model": MODEL, "messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function"}]}, "tools",
-     "not supported"),
+     "needs a 'function'"),
     ({"model": MODEL, "messages": [{"role": "user", "content": "x"}],
-      "response_format": {"type": "json_schema", "json_schema": {}}}, "response_format", "not supported"),
-    ({"model": MODEL, "messages": [{"role": "user", "content": "x"}], "logit_bias": {"1": 5}}, "logit_bias",
+      "response_format": {"type": "json_schema", "json_schema": {}}}, "response_format", 'needs a "schema"'),
+    ({"model": MODEL, "messages": [{"role": "user", "content": "x"}], "logit_bias": {"1": 500}}, "logit_bias",
+     "[-100, 100]"),
+    ({"model": MODEL, "messages": [{"role": "user", "content": "x"}], "audio": {"voice": "x"}}, "audio",
      "not supported"),
     ({"model": MODEL, "messages": [{"role": "user", "content": "x"}], "max_tokenz": 3}, "max_tokenz", "knows"),
     ({"model": MODEL, "messages": [{"role": "user", "content": "x"}], "temperature": "hot"}, "temperature", ""),
