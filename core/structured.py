@@ -151,7 +151,6 @@ class ChatSetup:
 
     prompt: str
     constraint: Constraint | None
-    tools: bool  # tools were offered: the reply may carry tool calls
 
     _template: ChatTemplate | None = None
     _tool_prompt: Any = None
@@ -178,9 +177,12 @@ def prepare_chat(template: ChatTemplate, tokenizer: Tokenizer, messages: Sequenc
     if not offered:
         if tool_choice not in (None, "none", "auto"):
             raise FieldError("tool_choice needs tools to choose from", "tool_choice")
-        prompt = template.render(messages, add_generation_prompt=True, **kwargs)
         constraint = None if constraint_grammar is None else Constraint(constraint_grammar)
-        return ChatSetup(prompt, constraint, False, template)
+        if not _mentions_tools(messages):
+            return ChatSetup(template.render(messages, add_generation_prompt=True, **kwargs), constraint, template)
+        # Earlier calls and their results still render the way the model's tool format writes them.
+        prompt = tool_format_for(template).prepare(template, messages, template_kwargs=kwargs).text
+        return ChatSetup(prompt, constraint, template)
     if constraint_grammar is not None and tool_choice != "none":
         raise FieldError("response_format and tools cannot both constrain one reply; set tool_choice to "
                          '"none" to get structured output while tools are listed', "response_format")
@@ -196,4 +198,8 @@ def prepare_chat(template: ChatTemplate, tokenizer: Tokenizer, messages: Sequenc
         lazy = tool_prompt.lazy
         constraint = Constraint(parse_grammar(tool_prompt.grammar, tokenizer),
                                 tool_prompt.triggers if lazy else (), tool_prompt.start_triggers if lazy else ())
-    return ChatSetup(tool_prompt.text, constraint, True, template, tool_prompt)
+    return ChatSetup(tool_prompt.text, constraint, template, tool_prompt)
+
+
+def _mentions_tools(messages: Sequence[Mapping[str, Any]]) -> bool:
+    return any(isinstance(m, Mapping) and (m.get("tool_calls") or m.get("role") == "tool") for m in messages)
