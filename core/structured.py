@@ -17,7 +17,6 @@ both is more likely a mistake than a wish.
 from __future__ import annotations
 
 import json
-import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -25,7 +24,7 @@ from typing import Any
 from .chat import ChatTemplate
 from .constraint import Constraint
 from .errors import FieldError, GrammarError
-from .grammar import Grammar
+from .grammar import Grammar, VocabIndex
 from .grammar.json_schema import json_object_gbnf, schema_to_gbnf
 from .grammar.regex import regex_to_gbnf
 from .tokenizer import Tokenizer
@@ -69,15 +68,8 @@ def parse_grammar(gbnf: str, tokenizer: Tokenizer) -> Grammar:
     return Grammar.parse(gbnf, special=_special_tokens(tokenizer))
 
 
-_SPECIAL: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
 def _special_tokens(tokenizer: Tokenizer) -> dict[str, int]:
-    found = _SPECIAL.get(tokenizer)
-    if found is None:
-        found = _SPECIAL[tokenizer] = {tokenizer.token_text(i): i for i in range(tokenizer.vocab_size)
-                                       if tokenizer.is_control(i)}
-    return found
+    return VocabIndex.for_tokenizer(tokenizer).special_texts
 
 
 def _format_type(response_format: Any) -> str:

@@ -27,7 +27,7 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from server_util import metrics  # noqa: E402
 
-from llmchat.server.launch import free_port  # noqa: E402
+from llmchat.server.launch import free_port, spawned_server  # noqa: E402
 
 MAX_BODY = 256 * 1024
 KINDS = [("plain", 35), ("stream", 30), ("dropped", 15), ("oversized", 10), ("too_long", 10)]
@@ -112,48 +112,31 @@ def main(argv: list[str] | None = None) -> int:
     base = f"http://127.0.0.1:{port}"
     cmd = [sys.executable, "-m", "llmchat", "serve", args.model, "--port", str(port), "--ctx", str(args.ctx),
            "--max-batch", "8", "--max-queue", "16", "--max-body", str(MAX_BODY), "--log-level", "warning"]
-    with open(args.log, "wb") as log:
-        server = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+    servers: list[subprocess.Popen] = []
     try:
-        deadline = time.monotonic() + 300
-        while True:
-            if server.poll() is not None:
-                print(args.log.read_text()[-2000:], file=sys.stderr)
-                return 2
-            try:
-                if httpx.get(f"{base}/health", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                print("the server did not start", file=sys.stderr)
-                return 2
-            time.sleep(0.5)
-        model = httpx.get(f"{base}/v1/models").json()["data"][0]["id"]
-        before = metrics(base)
-        samples = [(0.0, *proc_figures(server.pid))]
-        results: list = []
-        lock = threading.Lock()
-        start = time.monotonic()
-        end = start + args.minutes * 60
-        threads = [threading.Thread(target=client_loop, args=(base, model, end, i, results, lock), daemon=True)
-                   for i in range(args.clients)]
-        for t in threads:
-            t.start()
-        while time.monotonic() < end:
-            time.sleep(min(args.sample_every, max(0.0, end - time.monotonic())))
+        with spawned_server(cmd, port, timeout=300, log=args.log, started=servers.append):
+            server = servers[0]
+            model = httpx.get(f"{base}/v1/models").json()["data"][0]["id"]
+            before = metrics(base)
+            samples = [(0.0, *proc_figures(server.pid))]
+            results: list = []
+            lock = threading.Lock()
+            start = time.monotonic()
+            end = start + args.minutes * 60
+            threads = [threading.Thread(target=client_loop, args=(base, model, end, i, results, lock), daemon=True)
+                       for i in range(args.clients)]
+            for t in threads:
+                t.start()
+            while time.monotonic() < end:
+                time.sleep(min(args.sample_every, max(0.0, end - time.monotonic())))
+                samples.append((time.monotonic() - start, *proc_figures(server.pid)))
+            for t in threads:
+                t.join(300)
+            after = wait_idle(base)
             samples.append((time.monotonic() - start, *proc_figures(server.pid)))
-        for t in threads:
-            t.join(300)
-        after = wait_idle(base)
-        samples.append((time.monotonic() - start, *proc_figures(server.pid)))
-    finally:
-        server.terminate()
-        try:
-            server.wait(30)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
+    except RuntimeError as exc:  # the server exited or never answered: its log's end says why
+        print(exc, file=sys.stderr)
+        return 2
 
     outcomes = Counter(f"{kind}:{outcome}" for kind, outcome, _ in results)
     done = sorted(s for kind, outcome, s in results if outcome == "200" and kind in ("plain", "stream"))

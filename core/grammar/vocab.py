@@ -96,6 +96,7 @@ class VocabIndex:
                 normal.append((piece, tid))
         self._symbols = symbols
         self.special_ids = frozenset(special)
+        self.special_texts = {tokenizer.token_text(tid): tid for tid in special}  # what `<...>` in GBNF names
         self._build_trie(normal)
         self._cache: OrderedDict = OrderedDict()
         self._cache_ids = cache_ids

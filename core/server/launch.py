@@ -10,7 +10,7 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -24,14 +24,18 @@ def free_port() -> int:
 @contextmanager
 def spawned_server(cmd: Sequence[str], port: int, *, ready_path: str = "/health", timeout: float = 180,
                    log: Path | None = None, env: Mapping[str, str] | None = None,
-                   headers: Mapping[str, str] | None = None) -> Iterator[str]:
+                   headers: Mapping[str, str] | None = None,
+                   started: Callable[[subprocess.Popen], None] | None = None) -> Iterator[str]:
     """Start `cmd` (which listens on `port`), yield its base URL once `ready_path` answers 200, stop it after.
 
-    `log` receives its output (discarded when None); `headers` go with the readiness check; an exit or no answer within `timeout` seconds raises
-    RuntimeError with the end of the log.
+    `log` receives its output (discarded when None); `headers` go with the readiness check; `started` is handed
+    the process (to watch its memory, say); an exit or no answer within `timeout` seconds raises RuntimeError with
+    the end of the log.
     """
     out = open(log, "wb") if log else subprocess.DEVNULL
     proc = subprocess.Popen(list(cmd), stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})})
+    if started is not None:
+        started(proc)
     base = f"http://127.0.0.1:{port}"
 
     def failure(what: str) -> RuntimeError:
