@@ -1,6 +1,6 @@
 """Text <-> token ids from the vocabulary stored in a GGUF file, producing the same ids as llama.cpp.
 
-Three vocabulary kinds are supported, named by `tokenizer.ggml.model` (and `.pre`):
+Four vocabulary kinds are supported, named by `tokenizer.ggml.model` (and `.pre`):
 
 - "gpt2": byte-level BPE. Text is cut into words by the pre-tokenizer named in `tokenizer.ggml.pre` (see
   pretokenize.py), each word is spelled in GPT-2's byte characters and merged by `tokenizer.ggml.merges` ranks.
@@ -10,6 +10,8 @@ Three vocabulary kinds are supported, named by `tokenizer.ggml.model` (and `.pre
 - "gemma4" (or "gpt2" with pre "gemma4"/"sarvam-moe"): BPE by merge ranks over ▁-escaped raw UTF-8, one line at
   a time, with `<0xNN>` byte fallback (Gemma 4). A run of newlines that is a token is taken whole (Gemma 4 only),
   and llama.cpp always adds BOS for Gemma 4 whatever the file says.
+- "bert": WordPiece (BERT-style embedding models), see wordpiece.py. As in llama.cpp, BOS frames the text as
+  [CLS] ... [SEP]: `encode(add_bos=True)` appends the separator token too.
 
 The two ▁-escaped kinds merge over whole lines; `bpe.SpaceCutter` cuts lines into independent pieces where the
 vocabulary allows it, so that long texts stay fast and pieces are cached like words.
@@ -46,6 +48,7 @@ from .bpe import UNICODE_TO_BYTE, SpaceCutter, byte_level, merge_by_rank, merge_
 from .errors import TokenizerError
 from .pretokenize import get_pre_tokenizer
 from .special_tokens import SpecialSplitter
+from .wordpiece import WordPiece, split_words
 
 
 class TokenType(IntEnum):
@@ -125,7 +128,7 @@ def _adds_bos(model: str, pre: str, flag: bool | None) -> bool:
         return True  # llama.cpp overrides Gemma 4 files that say otherwise
     if flag is not None:
         return flag
-    return model == "llama" or pre in _BOS_BY_DEFAULT
+    return model in ("llama", "bert") or pre in _BOS_BY_DEFAULT
 
 
 class StreamDecoder:
@@ -159,6 +162,7 @@ class Tokenizer:
     eom_id: int | None
     unk_id: int | None
     pad_id: int | None
+    sep_id: int | None
     eog_ids: frozenset[int]
     add_bos: bool
     add_eos: bool
@@ -166,12 +170,15 @@ class Tokenizer:
 
     def __init__(self, *, model: str, tokens: list[str], token_types: list[int], scores: list[float],
                  merges: list[str], pre: str, special_ids: Mapping[str, int | None], add_bos: bool | None,
-                 add_eos: bool | None, add_space_prefix: bool | None, model_name: str = "") -> None:
+                 add_eos: bool | None, add_space_prefix: bool | None, model_name: str = "",
+                 lowercase: bool | None = None, strip_accents: bool | None = None) -> None:
         """Prefer `from_metadata`; this takes the already-extracted fields. `special_ids` maps bos, eos, eot, eom,
-        unk, pad, fim_pre, fim_suf, fim_mid, fim_pad, fim_rep, fim_sep to ids (None or absent: not given)."""
-        if model not in ("gpt2", "llama", "gemma4"):
+        unk, pad, sep, fim_pre, fim_suf, fim_mid, fim_pad, fim_rep, fim_sep to ids (None or absent: not given).
+        `lowercase` (default on) and `strip_accents` (default: as `lowercase`) are WordPiece's normaliser options."""
+        if model not in ("gpt2", "llama", "gemma4", "bert"):
             raise TokenizerError(f"unsupported tokenizer.ggml.model={model!r}; supported: gpt2 (byte-level BPE), "
-                                 f"llama (SentencePiece BPE), gemma4 (BPE over SentencePiece-style text)")
+                                 f"llama (SentencePiece BPE), gemma4 (BPE over SentencePiece-style text), "
+                                 f"bert (WordPiece)")
         n = len(tokens)
         if n == 0:
             raise TokenizerError("tokenizer.ggml.tokens is empty")
@@ -181,7 +188,8 @@ class Tokenizer:
         if model == "gemma4":
             pre = "gemma4"  # what llama.cpp assumes for this tokenizer model, whatever the file says
         self._spm = model == "llama"
-        self._escaped_bpe = not self._spm and pre in _ESCAPED_BPE
+        self._wpm = model == "bert"
+        self._escaped_bpe = not self._spm and not self._wpm and pre in _ESCAPED_BPE
         self.model = model
         self.pre = pre
         self.vocab_size = n
@@ -200,6 +208,12 @@ class Tokenizer:
             self.add_space_prefix = True if add_space_prefix is None else bool(add_space_prefix)
             self._byte_ids = self._find_byte_tokens(ascii_fallback=True)
             self._cutter = SpaceCutter([t for t in self._tokens if _GLUED.search(t)])
+        elif self._wpm:
+            defaults = {"bos": 101, "unk": 100, "pad": 0, "sep": 102}  # BERT's ids, llama.cpp's defaults
+            self.add_space_prefix = False
+            lowercase = True if lowercase is None else lowercase
+            self._normalizer = {"lowercase": lowercase,
+                                "strip_accents": lowercase if strip_accents is None else strip_accents}
         else:
             defaults = {}
             self.add_space_prefix = False  # BPE never prepends a space in llama.cpp's encoder
@@ -216,7 +230,7 @@ class Tokenizer:
         self._ignore_merges = (not self._spm) and pre in _IGNORE_MERGES
 
         ids = {role: self._checked_id(special_ids.get(role), defaults.get(role))
-               for role in ("bos", "eos", "eot", "eom", "unk", "pad", *_FIM_TEXTS)}
+               for role in ("bos", "eos", "eot", "eom", "unk", "pad", "sep", *_FIM_TEXTS)}
         if ids["eot"] is None:
             ids["eot"] = self._find_by_text(_EOT_TEXTS)
         if ids["eom"] is None:
@@ -225,15 +239,18 @@ class Tokenizer:
             if ids[role] is None:
                 ids[role] = self._find_by_text(texts)
         self.bos_id, self.eos_id, self.eot_id, self.eom_id = ids["bos"], ids["eos"], ids["eot"], ids["eom"]
-        self.unk_id, self.pad_id = ids["unk"], ids["pad"]
+        self.unk_id, self.pad_id, self.sep_id = ids["unk"], ids["pad"], ids["sep"]
         self.fim_ids = {role: ids[role] for role in _FIM_TEXTS}
         self.eog_ids = self._end_of_generation_ids(ids)
         if "phi-3" in model_name.lower() or "phi3" in model_name.lower():
             self._phi3_strip_rules()
         self._splitter = self._special_splitter()
         self._hidden = frozenset(i for i in range(n) if self._attrs[i] & _HIDDEN_UNLESS_SPECIAL)
+        if self._wpm:
+            self._wordpiece = WordPiece(self._tokens, self.unk_id)
         self._word_ids = functools.lru_cache(maxsize=_WORD_CACHE_SIZE)(
-            self._spm_chunk_ids if self._spm else self._escaped_word_ids if self._escaped_bpe else self._bpe_word_ids)
+            self._spm_chunk_ids if self._spm else self._wordpiece.word_ids if self._wpm
+            else self._escaped_word_ids if self._escaped_bpe else self._bpe_word_ids)
 
     # ----------------------------------------------------------------------------------------------- building
 
@@ -258,6 +275,7 @@ class Tokenizer:
             pre = "default"  # what llama.cpp falls back to (with a loud warning about degraded quality)
         special_keys = {"bos": "bos_token_id", "eos": "eos_token_id", "eot": "eot_token_id",
                         "eom": "eom_token_id", "unk": "unknown_token_id", "pad": "padding_token_id",
+                        "sep": "seperator_token_id",  # llama.cpp's spelling
                         "fim_pre": "fim_pre_token_id", "fim_suf": "fim_suf_token_id",
                         "fim_mid": "fim_mid_token_id", "fim_pad": "fim_pad_token_id",
                         "fim_rep": "fim_rep_token_id", "fim_sep": "fim_sep_token_id"}
@@ -277,7 +295,8 @@ class Tokenizer:
                    scores=list(get("scores") or [0.0] * n),
                    merges=list(merges) if isinstance(merges, list) else [], pre=str(pre or ""),
                    special_ids=special_ids, add_bos=flag("add_bos_token"), add_eos=flag("add_eos_token"),
-                   add_space_prefix=flag("add_space_prefix"), model_name=name if isinstance(name, str) else "")
+                   add_space_prefix=flag("add_space_prefix"), model_name=name if isinstance(name, str) else "",
+                   lowercase=flag("normalizer.lowercase"), strip_accents=flag("normalizer.strip_accents"))
 
     def _checked_id(self, value: int | None, default: int | None) -> int | None:
         # llama.cpp ignores an out-of-range id and keeps its default; so do we.
@@ -384,10 +403,15 @@ class Tokenizer:
             elif self._escaped_bpe:
                 for line in _LINES.findall(fragment.replace(" ", _SPACE_MARK)):
                     self._encode_escaped(line, ids)
+            elif self._wpm:
+                for word in split_words(fragment, **self._normalizer):
+                    ids.extend(self._word_ids(word))
             else:
                 word_ids = self._word_ids
                 for word in self._pre.split(fragment):  # type: ignore[union-attr]  # set for gpt2
                     ids.extend(word_ids(word))
+        if add_bos and self._wpm:
+            ids.append(self._require(self.sep_id, "separator"))
         if add_eos:
             ids.append(self._require(self.eos_id, "EOS"))
         return ids
@@ -488,7 +512,7 @@ class Tokenizer:
         attr, text = self._attrs[tid], self._tokens[tid]
         if attr & (_HIDDEN_UNLESS_SPECIAL | _USER_DEFINED):
             return text.encode("utf-8")
-        if self._spm or self._escaped_bpe:
+        if self._spm or self._escaped_bpe or self._wpm:
             if attr & _NORMAL:
                 return text.replace(_SPACE_MARK, " ").encode("utf-8")
             if attr & _BYTE:
@@ -525,6 +549,6 @@ class Tokenizer:
             raise TokenizerError(f"token id {token_id} is outside the vocabulary (size {self.vocab_size})")
 
     def __repr__(self) -> str:
-        kind = ("SentencePiece BPE" if self._spm else f"BPE over ▁-escaped text, pre={self.pre!r}"
-                if self._escaped_bpe else f"byte-level BPE, pre={self.pre!r}")
+        kind = ("SentencePiece BPE" if self._spm else "WordPiece" if self._wpm
+                else f"BPE over ▁-escaped text, pre={self.pre!r}" if self._escaped_bpe else f"byte-level BPE, pre={self.pre!r}")
         return f"Tokenizer({kind}, {self.vocab_size} tokens, bos={self.bos_id}, eos={self.eos_id})"

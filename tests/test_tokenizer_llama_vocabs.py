@@ -3,7 +3,7 @@
 Two checks per vocabulary: llama.cpp's own test cases (`.gguf.inp` / `.gguf.out`, as test-tokenizer-0 runs them:
 no BOS, special-token text not parsed), and the broad corpus of tools/tokenizer_corpus.py against llama.cpp's ids
 recorded by tools/make_vocab_reference.py, with llama.cpp's end-of-generation set and CONTROL tokens. Vocabulary
-kinds we do not implement (WordPiece, Unigram...) are expected failures that name the kind.
+kinds we do not implement (Unigram...) are expected failures that name the kind.
 
 The vocabularies (about 60 MB) are not part of the repository: `tools/fetch_llama_vocabs.py` unpacks them from
 the llama-cpp-python source distribution; without them these tests skip.
