@@ -18,12 +18,14 @@ demo: system-deps $(VENV)/.installed web
 	@echo "llmchat: chat in your browser at http://127.0.0.1:$(PORT)/ (the model runs in the page); API at http://127.0.0.1:$(PORT)/v1 ; Ctrl-C stops"
 	$(BIN)/llmchat serve $(MODEL) --port $(PORT)
 
-# The test models (SmolLM2 135M, and Gemma 3 270M for the Gemma tests) are pulled once into the user's cache.
+# The test models (SmolLM2 135M, and Gemma 3 270M for the Gemma tests) are pulled once into the user's cache, and
+# llama.cpp's tokenizer test vocabularies unpacked from its source distribution on PyPI.
 # LLMCHAT_REQUIRE_MODEL and LLMCHAT_REQUIRE_WEB turn "model missing" and "web/dist not built" into failures
 # instead of skips.
 test: system-deps $(VENV)/.installed-test web
 	$(BIN)/llmchat pull smollm2 >/dev/null
 	$(BIN)/llmchat pull gemma3-270m >/dev/null
+	$(BIN)/python tools/fetch_llama_vocabs.py --if-missing
 	LLMCHAT_REQUIRE_MODEL=1 LLMCHAT_REQUIRE_WEB=1 $(BIN)/python -m pytest $(PYTEST_ARGS)
 
 system-deps:

@@ -1,6 +1,6 @@
 """Text <-> token ids from the vocabulary stored in a GGUF file, producing the same ids as llama.cpp.
 
-Four vocabulary kinds are supported, named by `tokenizer.ggml.model` (and `.pre`):
+Five vocabulary kinds are supported, named by `tokenizer.ggml.model` (and `.pre`):
 
 - "gpt2": byte-level BPE. Text is cut into words by the pre-tokenizer named in `tokenizer.ggml.pre` (see
   pretokenize.py), each word is spelled in GPT-2's byte characters and merged by `tokenizer.ggml.merges` ranks.
@@ -12,6 +12,7 @@ Four vocabulary kinds are supported, named by `tokenizer.ggml.model` (and `.pre`
   and llama.cpp always adds BOS for Gemma 4 whatever the file says.
 - "bert": WordPiece (BERT-style embedding models), see wordpiece.py. As in llama.cpp, BOS frames the text as
   [CLS] ... [SEP]: `encode(add_bos=True)` appends the separator token too.
+- "t5": SentencePiece unigram (T5, XLM-R based embedding models), see unigram.py.
 
 The two ▁-escaped kinds merge over whole lines; `bpe.SpaceCutter` cuts lines into independent pieces where the
 vocabulary allows it, so that long texts stay fast and pieces are cached like words.
@@ -48,6 +49,7 @@ from .bpe import UNICODE_TO_BYTE, SpaceCutter, byte_level, merge_by_rank, merge_
 from .errors import TokenizerError
 from .pretokenize import get_pre_tokenizer
 from .special_tokens import SpecialSplitter
+from .unigram import Unigram
 from .wordpiece import WordPiece, split_words
 
 
@@ -171,14 +173,16 @@ class Tokenizer:
     def __init__(self, *, model: str, tokens: list[str], token_types: list[int], scores: list[float],
                  merges: list[str], pre: str, special_ids: Mapping[str, int | None], add_bos: bool | None,
                  add_eos: bool | None, add_space_prefix: bool | None, model_name: str = "",
-                 lowercase: bool | None = None, strip_accents: bool | None = None) -> None:
+                 lowercase: bool | None = None, strip_accents: bool | None = None,
+                 charsmap: bytes | None = None, remove_extra_whitespaces: bool = False) -> None:
         """Prefer `from_metadata`; this takes the already-extracted fields. `special_ids` maps bos, eos, eot, eom,
         unk, pad, sep, fim_pre, fim_suf, fim_mid, fim_pad, fim_rep, fim_sep to ids (None or absent: not given).
-        `lowercase` (default on) and `strip_accents` (default: as `lowercase`) are WordPiece's normaliser options."""
-        if model not in ("gpt2", "llama", "gemma4", "bert"):
+        `lowercase` (default on) and `strip_accents` (default: as `lowercase`) are WordPiece's normaliser options;
+        `charsmap` (SentencePiece's precompiled_charsmap) and `remove_extra_whitespaces` the unigram model's."""
+        if model not in ("gpt2", "llama", "gemma4", "bert", "t5"):
             raise TokenizerError(f"unsupported tokenizer.ggml.model={model!r}; supported: gpt2 (byte-level BPE), "
                                  f"llama (SentencePiece BPE), gemma4 (BPE over SentencePiece-style text), "
-                                 f"bert (WordPiece)")
+                                 f"bert (WordPiece), t5 (SentencePiece unigram)")
         n = len(tokens)
         if n == 0:
             raise TokenizerError("tokenizer.ggml.tokens is empty")
@@ -189,7 +193,8 @@ class Tokenizer:
             pre = "gemma4"  # what llama.cpp assumes for this tokenizer model, whatever the file says
         self._spm = model == "llama"
         self._wpm = model == "bert"
-        self._escaped_bpe = not self._spm and not self._wpm and pre in _ESCAPED_BPE
+        self._ugm = model == "t5"
+        self._escaped_bpe = model in ("gpt2", "gemma4") and pre in _ESCAPED_BPE
         self.model = model
         self.pre = pre
         self.vocab_size = n
@@ -208,6 +213,9 @@ class Tokenizer:
             self.add_space_prefix = True if add_space_prefix is None else bool(add_space_prefix)
             self._byte_ids = self._find_byte_tokens(ascii_fallback=True)
             self._cutter = SpaceCutter([t for t in self._tokens if _GLUED.search(t)])
+        elif self._ugm:
+            defaults = {"eos": 1, "unk": 2, "pad": 0}  # T5's ids, llama.cpp's defaults
+            self.add_space_prefix = bool(add_space_prefix)
         elif self._wpm:
             defaults = {"bos": 101, "unk": 100, "pad": 0, "sep": 102}  # BERT's ids, llama.cpp's defaults
             self.add_space_prefix = False
@@ -226,7 +234,7 @@ class Tokenizer:
             if pre in _NO_BOS:
                 defaults["bos"] = None
         self.add_bos = _adds_bos(model, pre, add_bos)
-        self.add_eos = False if add_eos is None else bool(add_eos)
+        self.add_eos = self._ugm if add_eos is None else bool(add_eos)
         self._ignore_merges = (not self._spm) and pre in _IGNORE_MERGES
 
         ids = {role: self._checked_id(special_ids.get(role), defaults.get(role))
@@ -248,6 +256,13 @@ class Tokenizer:
         self._hidden = frozenset(i for i in range(n) if self._attrs[i] & _HIDDEN_UNLESS_SPECIAL)
         if self._wpm:
             self._wordpiece = WordPiece(self._tokens, self.unk_id)
+        if self._ugm:
+            attrs = self._attrs
+            self._unigram = Unigram(self._tokens, self._scores, normal=[bool(a & _NORMAL) for a in attrs],
+                                    user_defined=[bool(a & _USER_DEFINED) for a in attrs],
+                                    unused=[bool(a & _UNUSED) for a in attrs], unk_id=self.unk_id,
+                                    charsmap=charsmap, add_space_prefix=self.add_space_prefix,
+                                    remove_extra_whitespaces=remove_extra_whitespaces)
         self._word_ids = functools.lru_cache(maxsize=_WORD_CACHE_SIZE)(
             self._spm_chunk_ids if self._spm else self._wordpiece.word_ids if self._wpm
             else self._escaped_word_ids if self._escaped_bpe else self._bpe_word_ids)
@@ -290,13 +305,16 @@ class Tokenizer:
             return value if isinstance(value, bool) else None
 
         name = metadata.get("general.name")
+        charsmap = get("precompiled_charsmap")
         return cls(model=model, tokens=[str(t) for t in tokens],
                    token_types=list(get("token_type") or [TokenType.NORMAL] * n),
                    scores=list(get("scores") or [0.0] * n),
                    merges=list(merges) if isinstance(merges, list) else [], pre=str(pre or ""),
                    special_ids=special_ids, add_bos=flag("add_bos_token"), add_eos=flag("add_eos_token"),
                    add_space_prefix=flag("add_space_prefix"), model_name=name if isinstance(name, str) else "",
-                   lowercase=flag("normalizer.lowercase"), strip_accents=flag("normalizer.strip_accents"))
+                   lowercase=flag("normalizer.lowercase"), strip_accents=flag("normalizer.strip_accents"),
+                   charsmap=bytes(v & 0xFF for v in charsmap) if isinstance(charsmap, list) else None,
+                   remove_extra_whitespaces=bool(flag("remove_extra_whitespaces")))
 
     def _checked_id(self, value: int | None, default: int | None) -> int | None:
         # llama.cpp ignores an out-of-range id and keeps its default; so do we.
@@ -406,6 +424,8 @@ class Tokenizer:
             elif self._wpm:
                 for word in split_words(fragment, **self._normalizer):
                     ids.extend(self._word_ids(word))
+            elif self._ugm:
+                ids.extend(self._unigram.encode(fragment))
             else:
                 word_ids = self._word_ids
                 for word in self._pre.split(fragment):  # type: ignore[union-attr]  # set for gpt2
@@ -512,7 +532,7 @@ class Tokenizer:
         attr, text = self._attrs[tid], self._tokens[tid]
         if attr & (_HIDDEN_UNLESS_SPECIAL | _USER_DEFINED):
             return text.encode("utf-8")
-        if self._spm or self._escaped_bpe or self._wpm:
+        if self._spm or self._escaped_bpe or self._wpm or self._ugm:
             if attr & _NORMAL:
                 return text.replace(_SPACE_MARK, " ").encode("utf-8")
             if attr & _BYTE:
@@ -534,7 +554,7 @@ class Tokenizer:
         in front of the text (at the start, or after a leading BOS) is removed again."""
         ids = list(ids)
         parts = [self.token_bytes(tid, skip_special) for tid in ids]
-        if self._spm and self.add_space_prefix and parts:
+        if (self._spm or self._ugm) and self.add_space_prefix and parts:
             first = 1 if ids[0] == self.bos_id and len(ids) > 1 else 0
             if parts[first].startswith(b" ") and self._attrs[ids[first]] & _NORMAL:
                 parts[first] = parts[first][1:]
@@ -549,6 +569,6 @@ class Tokenizer:
             raise TokenizerError(f"token id {token_id} is outside the vocabulary (size {self.vocab_size})")
 
     def __repr__(self) -> str:
-        kind = ("SentencePiece BPE" if self._spm else "WordPiece" if self._wpm
+        kind = ("SentencePiece BPE" if self._spm else "WordPiece" if self._wpm else "SentencePiece unigram" if self._ugm
                 else f"BPE over ▁-escaped text, pre={self.pre!r}" if self._escaped_bpe else f"byte-level BPE, pre={self.pre!r}")
         return f"Tokenizer({kind}, {self.vocab_size} tokens, bos={self.bos_id}, eos={self.eos_id})"

@@ -132,7 +132,7 @@ def test_unknown_pre_tokenizer_names_the_supported_ones() -> None:
 
 
 @pytest.mark.parametrize(("change", "message"), [
-    ({"tokenizer.ggml.model": "t5"}, "unsupported tokenizer.ggml.model"),
+    ({"tokenizer.ggml.model": "rwkv"}, "unsupported tokenizer.ggml.model"),
     ({"tokenizer.ggml.model": None}, "no tokenizer.ggml.model"),
     ({"tokenizer.ggml.tokens": []}, "empty"),
     ({"tokenizer.ggml.merges": None}, "merges is missing"),

@@ -2,7 +2,7 @@
 the llama-cpp-python 0.3.36 source distribution into `$LLMCHAT_HOME/llama.cpp-vocabs` (default
 ~/.cache/llmchat/llama.cpp-vocabs), where tests/test_tokenizer_llama_vocabs.py looks for them.
 
-    .venv/bin/python tools/fetch_llama_vocabs.py [--sdist llama_cpp_python-0.3.36.tar.gz]
+    .venv/bin/python tools/fetch_llama_vocabs.py [--sdist llama_cpp_python-0.3.36.tar.gz] [--if-missing]
 
 Without --sdist, your pip downloads the source distribution (`pip download --no-deps --no-binary :all:`), so your
 index, proxy and cache apply. About 60 MB of vocabularies are written.
@@ -20,6 +20,7 @@ from llmchat.catalogue import llmchat_home
 
 VERSION = "0.3.36"
 PREFIX = f"llama_cpp_python-{VERSION}/vendor/llama.cpp/models/"
+COMPLETE = ".complete"  # written last: names the version whose files are all there
 
 
 def vocab_dir() -> Path:
@@ -58,10 +59,15 @@ def unpack(sdist: Path, target: Path) -> list[str]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sdist", type=Path, help="an already downloaded llama_cpp_python source archive")
+    parser.add_argument("--if-missing", action="store_true", help="do nothing when this version is already unpacked")
     args = parser.parse_args()
+    stamp = vocab_dir() / COMPLETE
+    if args.if_missing and stamp.is_file() and stamp.read_text().strip() == VERSION:
+        return 0
     with tempfile.TemporaryDirectory() as tmp:
         sdist = args.sdist or download(Path(tmp))
         names = unpack(sdist, vocab_dir())
+    stamp.write_text(VERSION + "\n")
     print(f"{vocab_dir()}: {len(names)} files ({sum(n.endswith('.gguf') for n in names)} vocabularies)")
     return 0
 
