@@ -61,28 +61,29 @@ def split_words(text: str, *, lowercase: bool, strip_accents: bool) -> list[str]
     whitespace, control, mark, alone, lower_map, nfd_map = _tables()
     words: list[str] = []
     word: list[str] = []
+
+    def end_word() -> None:
+        if word:
+            words.append("".join(word))
+            word.clear()
+
     for ch in text:
         cp = ord(ch)
         if strip_accents:
             cp = nfd_map.get(cp, cp)
         if cp in whitespace:
-            if word:
-                words.append("".join(word))
-                word = []
+            end_word()
             continue
         if cp == 0 or cp == 0xFFFD or cp in control or (strip_accents and cp in mark):
             continue
         if lowercase:
             cp = lower_map.get(cp, cp)
         if cp in alone:
-            if word:
-                words.append("".join(word))
-                word = []
+            end_word()
             words.append(chr(cp))
         else:
             word.append(chr(cp))
-    if word:
-        words.append("".join(word))
+    end_word()
     return words
 
 
