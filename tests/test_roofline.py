@@ -79,6 +79,8 @@ def test_bench_roofline_json_has_the_documented_fields(bench_roofline):
     assert any(f.startswith("matmul q4_1") for f in families)
     assert sum(k["dispatches"] for k in r["kernels"]) == r["step"]["dispatches"]
     assert r["step"]["context"] == 128  # 33 prompt tokens + 8 generated, rounded up to the smallest bucket
+    table = roofline.format_report(r)  # what `llmchat bench --roofline` prints without --json
+    assert all(k["family"] in table for k in r["kernels"]) and "whole step" in table and "decode rate" in table
 
 
 @pytest.mark.model

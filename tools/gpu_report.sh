@@ -83,7 +83,7 @@ mkdir -p "$WORK/site" "$WORK/runs" "$WORK/pkg/llmchat"
 
 # Python packages: the carried wheels, unpacked into a folder of our own (no virtual environment needed).
 if "$PY" -m pip --version >/dev/null 2>&1; then
-  "$PY" -m pip install --quiet --no-index --no-deps --no-compile --no-cache-dir --target "$WORK/site" "$CARRY"/wheels/*.whl \
+  PIP_ROOT_USER_ACTION=ignore "$PY" -m pip install --quiet --no-index --no-deps --no-compile --no-cache-dir --target "$WORK/site" "$CARRY"/wheels/*.whl \
     || die "installing the carried wheels failed: were they prepared for this Python ($("$PY" -V))? --python-version"
 else  # a wheel of these packages is a zip of what goes into site-packages
   for w in "$CARRY"/wheels/*.whl; do "$PY" -m zipfile -e "$w" "$WORK/site"; done
