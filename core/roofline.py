@@ -31,7 +31,7 @@ import struct
 import time
 from collections import defaultdict
 
-from .gpu.device import Buffer, Device, Dispatch, Program
+from .gpu.device import Device, Dispatch, Program
 from .gpu.recorder import cdiv
 
 STREAM_BYTES = 256 << 20  # the largest buffer the bandwidth probe streams (GPU caches reach ~100 MiB)

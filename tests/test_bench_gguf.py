@@ -47,7 +47,7 @@ def test_tiny_model_has_the_layout_and_loads(tmp_path, shape, file_type):
             assert q == gguf.GGMLQuantizationType.Q4_K
             assert v == down == (gguf.GGMLQuantizationType.Q6_K if mb.more_bits(i, s.n_layer)
                                  else gguf.GGMLQuantizationType.Q4_K)
-    assert (f"blk.0.attn_q_norm.weight" in types) == (s.arch == "qwen3")
+    assert ("blk.0.attn_q_norm.weight" in types) == (s.arch == "qwen3")
     assert ("rope_freqs.weight" in types) == (s.arch == "llama")
 
     llm = LLM(str(path), context=256)
