@@ -10,6 +10,9 @@ Timing replays a program of n copies of the dispatches in one submission (n chos
 and subtracts the same for an empty program, so submission and readback costs fall out; each figure is the best
 of `rounds` rounds, the measurements interleaved, so load from other programs falls on all of them alike.
 Bytes come from the dispatches themselves: every operation says what it moves when it records (device.Traffic).
+The bandwidth is what a shader can stream, which on CPU emulators is far below the machine's memcpy: measured on
+lavapipe (2 cores), the stream kernels read 2-3 GB/s where the driver's own buffer copy moves about 13 GB/s. A
+kernel whose bytes sit in a cache (one small layer's weights on a CPU) can pass 100%; the whole step cannot by much.
 
 The report (a dict, printed as JSON by `llmchat bench --roofline --json`):
     adapter               the adapter's name
