@@ -383,6 +383,8 @@ def _bench_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-p", "--prompt", default=BENCH_PROMPT)
     parser.add_argument("-n", "--max-tokens", type=int, default=128, help="greedy tokens to generate (default 128)")
     parser.add_argument("--repeat", type=int, default=2, help="runs; the fastest prefill and decode are reported")
+    parser.add_argument("--roofline", action="store_true", help="then measure the adapter's memory bandwidth and "
+                        "each decode kernel's share of the step and of that bandwidth (llmchat.roofline)")
 
 
 @command("bench", "measure load time, prefill and decode speed", _bench_arguments)
@@ -401,7 +403,12 @@ def bench_command(args: argparse.Namespace) -> int:
               "dispatches_per_token": llm.engine.dispatches_per_step(
                   context=best.usage["prompt_tokens"] + best.usage["completion_tokens"]),
               "weight_bytes_per_token": llm.model.weight_bytes, "adapter": llm.device.info.as_dict()}
-    print(json.dumps(result) if args.json else "\n".join(f"{k}: {v}" for k, v in result.items()))
+    if args.roofline:
+        from . import roofline
+        result["roofline"] = roofline.report(llm, context=result["prompt_tokens"] + result["generated"],
+                                             decode_tok_s=result["decode_tok_s"])
+    print(json.dumps(result) if args.json else "\n".join(
+        roofline.format_report(v) if k == "roofline" else f"{k}: {v}" for k, v in result.items()))
     return 0
 
 

@@ -26,14 +26,12 @@ def run(command: str) -> dict:
     return json.loads(out.strip().splitlines()[-1])
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("commands", nargs="+", help="NAME=COMMAND; the first is the reference of the ratios")
-    parser.add_argument("--rounds", type=int, default=3)
-    args = parser.parse_args(argv)
-    named = [c.split("=", 1) for c in args.commands]
+def side_by_side(commands: list[str], rounds: int) -> dict:
+    """Run NAME=COMMAND strings interleaved for `rounds` rounds: {"best": per name its best figures,
+    "ratio_to_<first name>": per name each figure over the first command's}."""
+    named = [c.split("=", 1) for c in commands]
     best: dict[str, dict] = {name: {} for name, _ in named}
-    for r in range(args.rounds):
+    for r in range(rounds):
         for name, command in named:
             result = run(command)
             for f in FIGURES:
@@ -43,8 +41,16 @@ def main(argv: list[str] | None = None) -> int:
             print(f"round {r + 1} {name}: " + ", ".join(f"{f}={result[f]:.4g}" for f in FIGURES if f in result),
                   file=sys.stderr, flush=True)
     ref = named[0][0]
-    print(json.dumps({"best": best, "ratio_to_" + ref: {
-        name: {f: v / best[ref][f] for f, v in figs.items() if best[ref].get(f)} for name, figs in best.items()}}))
+    return {"best": best, "ratio_to_" + ref: {
+        name: {f: v / best[ref][f] for f, v in figs.items() if best[ref].get(f)} for name, figs in best.items()}}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("commands", nargs="+", help="NAME=COMMAND; the first is the reference of the ratios")
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args(argv)
+    print(json.dumps(side_by_side(args.commands, args.rounds)))
     return 0
 
 

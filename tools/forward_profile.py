@@ -12,7 +12,6 @@ competing for the cores disturb the ratios less than the absolute figures. Also 
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 import time
 from collections import defaultdict
@@ -21,15 +20,7 @@ from llmchat.api import LLM
 from llmchat.catalogue import resolve
 from llmchat.engine import CONTEXT_MIN, Feed
 from llmchat.memory import step_bucket as bucket
-
-
-def family(name: str) -> str:
-    """A kernel's family: its file name plus the template values that change its cost (mode, tile, type)."""
-    base = name.split("[", 1)[0]
-    keys = dict(re.findall(r"\[(\w+)=([^\]]*)\]", name))
-    if base == "matmul":
-        return f"matmul {keys.get('QUANT')} mode={keys.get('MODE')} R={keys.get('R')} TT={keys.get('TT')}"
-    return base
+from llmchat.roofline import family
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -81,12 +81,28 @@ class Kernel:
 
 
 @dataclass(frozen=True)
+class Traffic:
+    """The bytes one dispatch moves, each distinct byte counted once however often the kernel touches it: the
+    least memory traffic the dispatch can cost, which the roofline report (llmchat.roofline) divides by its time."""
+
+    weights: int = 0  # model weights read
+    reads: int = 0  # everything else read: activations, the KV cache, norm and bias vectors
+    writes: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.weights + self.reads + self.writes
+
+
+@dataclass(frozen=True)
 class Dispatch:
-    """One kernel launch: bindings in @binding order of @group(0), and a workgroup grid."""
+    """One kernel launch: bindings in @binding order of @group(0), and a workgroup grid; `traffic` is what the
+    operation that recorded it says it moves (None where nobody counted)."""
 
     kernel: Kernel
     bindings: tuple[Binding, ...]
     grid: tuple[int, int, int]
+    traffic: Traffic | None = None
 
 
 class Program:

@@ -10,12 +10,13 @@ from dataclasses import dataclass
 
 from ..ggml_types import GGMLType
 from . import variants
-from .device import Binding, Buffer
+from .device import Binding, Buffer, Traffic
 from .kvlayout import BLOCK_TOKENS
 from .recorder import Act, Recorder, cdiv
 from .tensors import Weight
 
 STORE, ADD, GLU = 0, 1, 2  # matmul modes: y = Wx, y += Wx, y = silu(W_gate x) * (W_up x)
+F32 = 4  # bytes of an f32 value: activations, and the KV cache's elements (kvlayout)
 
 
 # Weight types whose matmuls llama.cpp feeds 8-bit activations (Recorder.q8_activations emulates that)
@@ -49,7 +50,16 @@ def matmul(rec: Recorder, w: Weight, x: Act, y: Act, *, y_offset: int = 0, mode:
         params = rec.params(w.name, "8IfI", w.k, n_out, w.row_bytes, x.cols, y.cols, y_offset + part.row_start,
                             glu_rows, bias_offset + part.row_start, eps, part.rows)
         rec.add(kernel, (params, rows_from or rec.step, part.buffer, x.buffer, y.buffer, bias or rec.empty(),
-                         norm or rec.empty(), part.buffer), (cdiv(n_out, t.wg * t.rows), cdiv(x.rows, t.tokens), 1))
+                         norm or rec.empty(), part.buffer), (cdiv(n_out, t.wg * t.rows), cdiv(x.rows, t.tokens), 1),
+                _matmul_traffic(w, part.rows, x, n_out, mode, bias is not None, norm is not None))
+
+
+def _matmul_traffic(w: Weight, rows: int, x: Act, n_out: int, mode: int, bias: bool, norm: bool) -> Traffic:
+    """A matmul part reads its weight rows once, x, and the bias, norm and (adding) y vectors; it writes y."""
+    out = x.rows * n_out * F32
+    vectors = (n_out if bias else 0) + (x.cols if norm else 0)
+    return Traffic(weights=rows * w.row_bytes, writes=out,
+                   reads=x.rows * x.cols * F32 + vectors * F32 + (out if mode == ADD else 0))
 
 
 def _wgsl_bool(v: bool) -> str:
@@ -61,8 +71,13 @@ def embed(rec: Recorder, w: Weight, tokens, y: Act, scale: float = 1.0) -> None:
     kernel = rec.kernels.get("embed.wgsl", QUANT=w.shader, LAYOUT=w.layout)
     for part in w.parts:
         params = rec.params(w.name, "4If", w.k, w.row_bytes, part.row_start, part.rows, scale)
+        # Each token's row lies in one part: a part is charged its expected share of the rows, tokens spread over
+        # the table.
+        share = part.rows / w.rows
         rec.add(kernel, (params, rec.step, part.buffer, tokens, y.buffer, part.buffer),
-                (cdiv(w.k // 32, 64), y.rows, 1))
+                (cdiv(w.k // 32, 64), y.rows, 1),
+                Traffic(weights=round(y.rows * w.row_bytes * share), reads=y.rows * 16,
+                        writes=round(y.rows * w.k * F32 * share)))
 
 
 
@@ -71,14 +86,17 @@ def gather_rows(rec: Recorder, x: Act, rows, y: Act) -> None:
     """y[i] = x[rows[i]] for the first step-out-count rows; picks the tokens whose logits are wanted."""
     kernel = rec.kernels.get("gather.wgsl")
     params = rec.params("gather", "4I", x.cols, 0, 0, 0)
-    rec.add(kernel, (params, rec.out_step, x.buffer, rows, y.buffer), (cdiv(x.cols, 64), y.rows, 1))
+    rec.add(kernel, (params, rec.out_step, x.buffer, rows, y.buffer), (cdiv(x.cols, 64), y.rows, 1),
+            Traffic(reads=y.rows * (x.cols * F32 + 4), writes=y.rows * x.cols * F32))
 
 
 def mul_gate(rec: Recorder, gate: Act, up: Act, act: str = "silu") -> None:
     """gate = act(gate) * up, in place; used when gate and up weights could not be stacked into one matmul."""
     kernel = rec.kernels.get("glu.wgsl", ACT=ACTIVATIONS[act])
     params = rec.params("glu", "4I", gate.cols, 0, 0, 0)
-    rec.add(kernel, (params, rec.step, gate.buffer, up.buffer), (cdiv(gate.cols, 64), gate.rows, 1))
+    size = gate.rows * gate.cols * F32
+    rec.add(kernel, (params, rec.step, gate.buffer, up.buffer), (cdiv(gate.cols, 64), gate.rows, 1),
+            Traffic(reads=2 * size, writes=size))
 
 
 # -- normalisation, rotary embedding, attention and sampling ---------------------------------------------------------
@@ -121,7 +139,8 @@ def rmsnorm(rec: Recorder, x: Act, weight: Weight | Buffer, y: Act, eps: float, 
     params = rec.params("rmsnorm", "5If", dim, groups, offset, x.cols, y.cols, eps)
     # In place, `x` is not read; a stand-in keeps the layout (binding y twice would alias a writable binding).
     bindings = (params, rec.step, _vector(weight, dim, "norm weight"), y.buffer, rec.empty() if in_place else x.buffer)
-    rec.add(kernel, bindings, (groups, x.rows, 1))
+    size = x.rows * groups * dim * F32
+    rec.add(kernel, bindings, (groups, x.rows, 1), Traffic(reads=size * (2 if add else 1) + dim * F32, writes=size))
 
 
 def rope_turns(rope_dim: int, freq_base: float, freq_scale: float = 1.0) -> list[int]:
@@ -161,8 +180,12 @@ def rope_store(rec: Recorder, qkv: Act, tokens: Binding, k_cache: Buffer, v_cach
                         int(neox), mscale, *words)
     factors = rec.empty() if freqs is None or not rope_dim else _vector(freqs, rope_dim // 2, "rope frequency factors")
     heads = n_head + 2 * n_kv_head
+    # q and k are rotated in place; k and v are stored into the cache.
+    kv_row = 2 * n_kv_head * head_dim * F32
     rec.add(kernel, (params, rec.step, qkv.buffer, tokens, k_cache, v_cache, block_table, factors),
-            (cdiv(heads * head_dim // 2, 64), qkv.rows, 1))
+            (cdiv(heads * head_dim // 2, 64), qkv.rows, 1),
+            Traffic(reads=qkv.rows * (heads * head_dim * F32 + 16),
+                    writes=qkv.rows * ((n_head + n_kv_head) * head_dim * F32 + kv_row)))
 
 
 def attention(rec: Recorder, qkv: Act, tokens: Binding, k_cache: Buffer, v_cache: Buffer, block_table: Buffer,
@@ -188,12 +211,20 @@ def attention(rec: Recorder, qkv: Act, tokens: Binding, k_cache: Buffer, v_cache
     params = rec.params("attention", "8I2f", n_head, n_kv_head, qkv.cols, out.cols, max_blocks, window, n_splits, 0,
                         scale, softcap)
     dst = out.buffer if n_splits == 1 else rec.scratch(qkv.rows * n_head * n_splits * record_bytes)
+    # The program's tokens see at most `max_context` positions (a window's worth for one token) of one sequence's
+    # K and V: each is read once.
+    span = min(max_context, max_blocks * BLOCK_TOKENS, window + qkv.rows if window else max_context)
+    kv_read = span * 2 * n_kv_head * head_dim * F32
+    q_bytes, out_bytes = qkv.rows * n_head * head_dim * F32, qkv.rows * n_head * head_dim * F32
+    partial = qkv.rows * n_head * n_splits * record_bytes
     rec.add(kernel, (params, rec.step, qkv.buffer, tokens, k_cache, v_cache, block_table, dst),
-            _grid_1d(qkv.rows * n_head * n_splits, ATTN_WG))
+            _grid_1d(qkv.rows * n_head * n_splits, ATTN_WG),
+            Traffic(reads=q_bytes + kv_read, writes=out_bytes if n_splits == 1 else partial))
     if n_splits > 1:
         combine = rec.kernels.get("attention_combine.wgsl", HD4=hd4)
         params = rec.params("attention_combine", "3I", n_head, out.cols, n_splits)
-        rec.add(combine, (params, rec.step, dst, out.buffer), (cdiv(n_head * hd4, 64), qkv.rows, 1))
+        rec.add(combine, (params, rec.step, dst, out.buffer), (cdiv(n_head * hd4, 64), qkv.rows, 1),
+                Traffic(reads=partial, writes=out_bytes))
 
 
 def topk_words(k: int) -> int:
@@ -222,11 +253,14 @@ def topk(rec: Recorder, logits: Act, out: Buffer, k: int, *, rows_from: Buffer |
     scan = rec.kernels.get("topk.wgsl", K=k, PASS=1, WG=TOPK_WG)
     params = rec.params("topk.scan", "4I", logits.rows, logits.cols, logits.cols, chunk)
     parts = out if n_chunks == 1 else rec.scratch(logits.rows * n_chunks * topk_words(k) * 4)
-    rec.add(scan, (params, count, logits.buffer, parts), (cdiv(n_chunks, TOPK_WG), logits.rows, 1))
+    records = logits.rows * n_chunks * topk_words(k) * 4
+    rec.add(scan, (params, count, logits.buffer, parts), (cdiv(n_chunks, TOPK_WG), logits.rows, 1),
+            Traffic(reads=logits.rows * logits.cols * F32, writes=records))
     if n_chunks > 1:
         merge = rec.kernels.get("topk.wgsl", K=k, PASS=2, WG=1)
         params = rec.params("topk.merge", "4I", logits.rows, n_chunks, 0, 0)
-        rec.add(merge, (params, count, parts, out), (1, logits.rows, 1))
+        rec.add(merge, (params, count, parts, out), (1, logits.rows, 1),
+                Traffic(reads=records, writes=logits.rows * topk_words(k) * 4))
 
 
 @dataclass(frozen=True)

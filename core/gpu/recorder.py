@@ -4,7 +4,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from .device import Buffer, Device, Dispatch, Program
+from .device import Buffer, Device, Dispatch, Program, Traffic
 from .kernels import Kernels
 
 
@@ -62,8 +62,8 @@ class Recorder:
     def act(self, label: str, rows: int, cols: int) -> Act:
         return Act(self.device.buffer(rows * cols * 4, label), rows, cols)
 
-    def add(self, kernel, bindings: tuple, grid: tuple[int, int, int]) -> None:
-        self.dispatches.append(Dispatch(kernel, tuple(bindings), grid))
+    def add(self, kernel, bindings: tuple, grid: tuple[int, int, int], traffic: Traffic | None = None) -> None:
+        self.dispatches.append(Dispatch(kernel, tuple(bindings), grid, traffic))
 
     def finish(self) -> Program:
         return self.device.program(self.dispatches)
