@@ -51,7 +51,8 @@ def build_wheels(out: Path) -> list[Path]:
         source = Path(scratch) / "src"
         shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(
             ".git", ".venv", "node_modules", "build", "dist", "*.egg-info", "__pycache__", ".*cache", ".hypothesis"))
-        pip("wheel", "-q", "--no-deps", "-w", out, source)
+        # ...and without setup.py's hook building one into it (it would run this script again).
+        pip("wheel", "-q", "--no-deps", "-w", out, source, env={**os.environ, "LLMCHAT_SKIP_WEB_BUILD": "1"})
     pip("download", "-q", "--no-deps", "--only-binary", ":all:", "-d", out, *RUNTIME_WHEELS)
     # CC=false makes the C extension fail to build; MarkupSafe then ships its pure-Python fallback, tagged any.
     pip("wheel", "-q", "--no-deps", "--no-binary", ":all:", "-w", out, MARKUPSAFE,
