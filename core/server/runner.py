@@ -52,7 +52,9 @@ class ServeConfig:
                   (self.max_body >= 1024, "--max-body must be at least 1024 bytes"),
                   (self.shutdown_grace >= 0, "--shutdown-grace must be >= 0"),
                   (self.header_timeout > 0, "--header-timeout must be > 0"),
-                  (bool(self.api_key) or not self.api_key_all, "--api-key-all needs --api-key")]
+                  (bool(self.api_key) or not self.api_key_all, "--api-key-all needs --api-key"),
+                  (self.pages_dir is None or Path(self.pages_dir).is_dir(),
+                   f"--pages {self.pages_dir!r} is not a folder")]
         for ok, message in checks:
             if not ok:
                 raise LLMChatError(message)
@@ -102,8 +104,6 @@ def serve(config: ServeConfig) -> None:
             raise LLMChatError(f"--web-dir {config.web_dir!r} is not a folder")
         options.web_dir = Path(config.web_dir)
     if config.pages_dir is not None:
-        if not Path(config.pages_dir).is_dir():
-            raise LLMChatError(f"--pages {config.pages_dir!r} is not a folder")
         options.pages_dir = Path(config.pages_dir)
     if os.environ.get("LLMCHAT_WEB_DIST"):
         options.dist_dir = Path(os.environ["LLMCHAT_WEB_DIST"])
