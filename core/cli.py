@@ -433,6 +433,8 @@ def _serve_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cors-origin", action="extend", nargs="+", default=[], metavar="ORIGIN",
                         help="allow browser pages from ORIGIN (repeatable; '*' allows any)")
     parser.add_argument("--web-dir", metavar="DIR", help="serve this folder at / instead of the bundled web demo")
+    parser.add_argument("--pages", metavar="DIR",
+                        help="also serve this folder at /pages/ (your own pages beside the chat page, e.g. examples/)")
     parser.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
     parser.add_argument("--api-key-all", action="store_true",
                         help="require the API key on every route (the web demo, model files, /health, /metrics too)")
@@ -458,7 +460,7 @@ def serve_command(args: argparse.Namespace) -> int:
     serve(ServeConfig(model=args.model, host=args.host, port=args.port, api_key=args.api_key, ctx=args.ctx,
                       max_batch=args.max_batch, max_queue=args.max_queue, prefill_chunk=args.prefill_chunk,
                       cache_entries=args.cache_entries, cors_origins=tuple(args.cors_origin),
-                      web_dir=args.web_dir, log_level=args.log_level, api_key_all=args.api_key_all,
+                      web_dir=args.web_dir, pages_dir=args.pages, log_level=args.log_level, api_key_all=args.api_key_all,
                       allowed_hosts=tuple(args.allowed_host), max_body=args.max_body,
                       shutdown_grace=args.shutdown_grace, header_timeout=args.header_timeout))
     return 0

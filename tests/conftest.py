@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from browser_util import BROWSER_TIMEOUT_MS, CHROMIUM, CHROMIUM_FLAGS, VIEWPORT, browser_missing, open_profile
 from llmchat.catalogue import resolve
 from llmchat.errors import LLMChatError
 
@@ -32,3 +33,46 @@ def smollm2_path() -> Path:
 def gemma3_path() -> Path:
     """The real Gemma 3 270M Q4_K_M file (gemma3 architecture, SentencePiece-style vocabulary of 262,144 tokens)."""
     return _catalogue_model("gemma3-270m")
+
+
+# -- the browser tests run on pytest-playwright's fixtures (`page`, `context`, `browser`, `browser_type`), pointed
+# at Debian's Chromium by the launch arguments below (see browser_util.py).
+
+
+@pytest.fixture(scope="session")
+def browser_type_launch_args(browser_type_launch_args):
+    """`make test` sets LLMCHAT_REQUIRE_WEB=1: there a missing browser or web build fails instead of skipping."""
+    problem = browser_missing()
+    if problem:
+        if os.environ.get("LLMCHAT_REQUIRE_WEB") == "1":
+            pytest.fail(problem)
+        pytest.skip(problem)
+    return {**browser_type_launch_args, "executable_path": CHROMIUM, "args": CHROMIUM_FLAGS}
+
+
+@pytest.fixture(scope="session")
+def browser_context_args(browser_context_args):
+    return {**browser_context_args, "viewport": VIEWPORT}
+
+
+@pytest.fixture
+def context(context):
+    context.set_default_timeout(BROWSER_TIMEOUT_MS)
+    return context
+
+
+@pytest.fixture
+def launch_profile(browser_type, browser_type_launch_args, browser_context_args):
+    """open_profile for one test: every browser it opens is closed after the test."""
+    opened = []
+
+    def launch(profile: Path, **options):
+        opened.append(open_profile(browser_type, browser_type_launch_args, browser_context_args, profile, **options))
+        return opened[-1]
+
+    yield launch
+    for context in opened:
+        try:
+            context.close()
+        except Exception:  # noqa: BLE001 - a test may have closed it already
+            pass

@@ -5,8 +5,8 @@ SwiftShader runs a 135M model at about a token per second here, so every generat
 tests share one browser profile (the model is downloaded once, into its OPFS) where they can. Screenshots of each
 state land in $LLMCHAT_SCREENSHOTS (default: the test's temporary folder).
 
-Chromium is Debian's /usr/bin/chromium driven by Playwright (tools/system-deps.sh installs it; Playwright's own
-browser download is never used).
+Chromium is Debian's /usr/bin/chromium driven through pytest-playwright's fixtures (tests/conftest.py,
+tests/browser_util.py; Playwright's own browser download is never used).
 """
 from __future__ import annotations
 
@@ -18,17 +18,15 @@ import jsonschema
 import pytest
 
 from browser_server import WebServer
+from browser_util import BROWSER_TIMEOUT_MS, open_profile
 
 ROOT = Path(__file__).resolve().parent.parent
 WEB = ROOT / "web"
 GOLDEN = json.loads((Path(__file__).parent / "data" / "smollm2-135m-instruct-q4_1.json").read_text())
-CHROMIUM = "/usr/bin/chromium"
-FLAGS = ["--no-sandbox", "--enable-unsafe-webgpu", "--disable-background-networking", "--disable-component-update",
-         "--disable-sync", "--disable-quic", "--no-first-run"]
 MODEL = "/models/SmolLM2-135M-Instruct.Q4_1.gguf"
 SYSTEM = "Be brief."
 QUESTION = "Capital of France?"
-TIMEOUT = 120_000  # ms; a cold load is ~10 s and a short reply ~15 s on SwiftShader with 2 cores
+TIMEOUT = BROWSER_TIMEOUT_MS
 
 # Events of the element (they bubble out of its shadow root), kept per page for the tests to read.
 RECORDER = """
@@ -37,30 +35,6 @@ for (const type of ["llm-progress", "llm-ready", "llm-token", "llm-done", "llm-e
   document.addEventListener(type, (event) => window.__events.push([type, event.detail]));
 }
 """
-
-
-def _missing() -> str | None:
-    if not Path(CHROMIUM).exists():
-        return f"{CHROMIUM} is missing (tools/system-deps.sh installs Debian's chromium)"
-    if not (WEB / "dist" / "pyodide" / "pyodide-lock.json").exists():
-        return "web/dist is not built (make web)"
-    try:
-        import playwright  # noqa: F401
-    except ImportError:
-        return "playwright is not installed (pip install -e '.[test]')"
-    return None
-
-
-@pytest.fixture(scope="module")
-def browser_env():
-    problem = _missing()
-    if problem:
-        if os.environ.get("LLMCHAT_REQUIRE_WEB") == "1":
-            pytest.fail(problem)
-        pytest.skip(problem)
-    from playwright.sync_api import sync_playwright
-    with sync_playwright() as playwright:
-        yield playwright
 
 
 @pytest.fixture(scope="module")
@@ -76,20 +50,23 @@ def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder
 
 
-def _launch(browser_env, profile: Path, *, webgpu: bool = True):
-    context = browser_env.chromium.launch_persistent_context(
-        str(profile), executable_path=CHROMIUM, headless=True, args=FLAGS, viewport={"width": 900, "height": 640})
+@pytest.fixture
+def recorded(context):
+    """pytest-playwright's fresh context (storage of its own, gone after the test) recording the element's events;
+    for tests that need no model download kept across reloads."""
     context.add_init_script(RECORDER)
-    if not webgpu:  # a browser without WebGPU, as most browsers on Linux still are
-        context.add_init_script("delete Navigator.prototype.gpu;")
-    context.set_default_timeout(TIMEOUT)
     return context
 
 
+def _launch(launch_profile, profile: Path, *, webgpu: bool = True):
+    return launch_profile(profile, webgpu=webgpu, init_scripts=(RECORDER,))
+
+
 @pytest.fixture(scope="module")
-def shared(browser_env, tmp_path_factory):
+def shared(browser_type, browser_type_launch_args, browser_context_args, tmp_path_factory):
     """One profile for the tests that reuse the downloaded model (first test downloads it into OPFS)."""
-    context = _launch(browser_env, tmp_path_factory.mktemp("profile"))
+    context = open_profile(browser_type, browser_type_launch_args, browser_context_args,
+                           tmp_path_factory.mktemp("profile"), init_scripts=(RECORDER,))
     page = context.new_page()
     page.console_messages = []
     page.on("console", lambda m: page.console_messages.append(f"{m.type}: {m.text}"))
@@ -366,8 +343,9 @@ def test_a_lost_device_ends_the_reply_with_a_message(shared, server, shots):
     assert replies == questions - 1  # the cut reply was taken away, not left half-written
     page.screenshot(path=shots / "device-lost.png")
 
-def test_without_webgpu_the_user_is_told_and_nothing_downloads(browser_env, server, tmp_path, shots):
-    context = _launch(browser_env, tmp_path / "profile", webgpu=False)
+def test_without_webgpu_the_user_is_told_and_nothing_downloads(recorded, server, shots):
+    context = recorded
+    context.add_init_script("delete Navigator.prototype.gpu;")  # a browser without WebGPU
     try:
         page = context.new_page()
         server.log.clear()
@@ -384,10 +362,10 @@ def test_without_webgpu_the_user_is_told_and_nothing_downloads(browser_env, serv
         context.close()
 
 
-def test_interrupted_download_resumes_and_is_verified(browser_env, server, smollm2_path, tmp_path, shots):
+def test_interrupted_download_resumes_and_is_verified(launch_profile, server, smollm2_path, tmp_path, shots):
     from llmchat.catalogue import CATALOGUE
     entry = CATALOGUE["smollm2"]
-    context = _launch(browser_env, tmp_path / "profile")
+    context = _launch(launch_profile, tmp_path / "profile")
     try:
         page = context.new_page()
         server.faults.drop_model_at = 40 << 20  # the server closes the connection 40 MiB into the file
@@ -408,8 +386,8 @@ def test_interrupted_download_resumes_and_is_verified(browser_env, server, smoll
         context.close()
 
 
-def test_a_wrong_integrity_discards_the_download(browser_env, server, tmp_path):
-    context = _launch(browser_env, tmp_path / "profile")
+def test_a_wrong_integrity_discards_the_download(launch_profile, server, tmp_path):
+    context = _launch(launch_profile, tmp_path / "profile")
     try:
         page = context.new_page()
         page.goto(f"{server.url}/index.html?model={MODEL}&integrity=sha256:{'0' * 64}")
@@ -421,8 +399,8 @@ def test_a_wrong_integrity_discards_the_download(browser_env, server, tmp_path):
         context.close()
 
 
-def test_a_file_that_is_not_a_model_is_refused_after_its_first_bytes(browser_env, server, tmp_path):
-    context = _launch(browser_env, tmp_path / "profile")
+def test_a_file_that_is_not_a_model_is_refused_after_its_first_bytes(recorded, server):
+    context = recorded
     try:
         page = context.new_page()
         server.log.clear()
@@ -434,8 +412,8 @@ def test_a_file_that_is_not_a_model_is_refused_after_its_first_bytes(browser_env
     finally:
         context.close()
 
-def test_controls_are_labelled_and_the_element_is_themeable(browser_env, server, tmp_path):
-    context = _launch(browser_env, tmp_path / "profile")
+def test_controls_are_labelled_and_the_element_is_themeable(recorded, server):
+    context = recorded
     try:
         page = context.new_page()
         server.pages["/theme.html"] = f"""<!doctype html><script type="module" src="/llm-chat.js"></script>
@@ -459,10 +437,10 @@ def test_controls_are_labelled_and_the_element_is_themeable(browser_env, server,
     finally:
         context.close()
 
-def test_markup_in_replies_and_messages_stays_text(browser_env, server, tmp_path, shots):
+def test_markup_in_replies_and_messages_stays_text(recorded, server, shots):
     payload = '<img src=x onerror="window.pwned=1"><script>window.pwned=2</script><b>bold</b>'
     server.remote_reply = payload
-    context = _launch(browser_env, tmp_path / "profile")
+    context = recorded
     try:
         page = context.new_page()
         server.pages["/remote.html"] = f"""<!doctype html><script type="module" src="/llm-chat.js"></script>
@@ -482,7 +460,7 @@ def test_markup_in_replies_and_messages_stays_text(browser_env, server, tmp_path
 
 
 
-def test_gemma3_answers_through_the_element_like_the_native_engine(browser_env, server, gemma3_path, tmp_path,
+def test_gemma3_answers_through_the_element_like_the_native_engine(launch_profile, server, gemma3_path, tmp_path,
                                                                     shots):
     """Gemma 3 270M (262,144-token vocabulary: its Q8_0 embedding table spans two bindings on a phone-class limit,
     one here) through <llm-chat>: the same greedy tokens as the native engine for the same conversation."""
@@ -492,7 +470,7 @@ def test_gemma3_answers_through_the_element_like_the_native_engine(browser_env, 
     want = [e.token for e in llm.generate(messages, max_tokens=2) if e.token is not None]
     llm.device.close()
 
-    context = _launch(browser_env, tmp_path / "profile")
+    context = _launch(launch_profile, tmp_path / "profile")
     page = context.new_page()
     page.goto(f"{server.url}/index.html?model=/models/{gemma3_path.name}")
     page.eval_on_selector("llm-chat", f"el => el.setAttribute('system-prompt', {SYSTEM!r})")
@@ -505,7 +483,7 @@ def test_gemma3_answers_through_the_element_like_the_native_engine(browser_env, 
     context.close()
 
 
-def test_a_qwen3_shaped_model_runs_in_the_browser_like_the_native_engine(browser_env, tmp_path):
+def test_a_qwen3_shaped_model_runs_in_the_browser_like_the_native_engine(page, tmp_path):
     """A tiny random Qwen3 (q/k norms, NeoX RoPE, heads wider than n_embd / n_head) through the JS API: the same
     greedy tokens as the native engine."""
     from llmchat.api import LLM
@@ -529,11 +507,8 @@ def test_a_qwen3_shaped_model_runs_in_the_browser_like_the_native_engine(browser
           }
           window.result = { ids, info: engine.info };
         </script>""" % json.dumps(prompt)
-        context = _launch(browser_env, tmp_path / "profile")
-        page = context.new_page()
         page.goto(f"{srv.url}/qwen3.html")
         page.wait_for_function("window.result")
         result = page.evaluate("window.result")
-        context.close()
     assert result["info"]["arch"] == "qwen3"
     assert result["ids"] == want

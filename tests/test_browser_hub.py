@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from fake_hub import FakeHub
-from test_browser import _launch, ask, browser_env, events, server, wait_event  # noqa: F401 - fixtures
+from test_browser import _launch, ask, events, server, wait_event  # noqa: F401 - fixtures
 
 
 @pytest.fixture(scope="module")
@@ -20,10 +20,10 @@ def hub(smollm2_path: Path):
     hub.close()
 
 
-def test_element_runs_a_short_hub_reference(browser_env, server, hub, smollm2_path, tmp_path):  # noqa: F811
+def test_element_runs_a_short_hub_reference(launch_profile, server, hub, smollm2_path, tmp_path):  # noqa: F811
     server.pages["/hub.html"] = f"""<!doctype html><script type="module" src="/llm-chat.js"></script>
         <llm-chat model="org/smol-GGUF:q4_1" hub-endpoint="{hub.url}"></llm-chat>"""
-    context = _launch(browser_env, tmp_path / "profile")
+    context = _launch(launch_profile, tmp_path / "profile")
     try:
         page = context.new_page()
         page.goto(f"{server.url}/hub.html")
@@ -41,10 +41,10 @@ def test_element_runs_a_short_hub_reference(browser_env, server, hub, smollm2_pa
         context.close()
 
 
-def test_element_reports_a_reference_that_matches_nothing(browser_env, server, hub, tmp_path):  # noqa: F811
+def test_element_reports_a_reference_that_matches_nothing(launch_profile, server, hub, tmp_path):  # noqa: F811
     server.pages["/hub-missing.html"] = f"""<!doctype html><script type="module" src="/llm-chat.js"></script>
         <llm-chat model="hf.co/org/smol-GGUF:Q2_K" hub-endpoint="{hub.url}"></llm-chat>"""
-    context = _launch(browser_env, tmp_path / "profile")
+    context = _launch(launch_profile, tmp_path / "profile")
     try:
         page = context.new_page()
         page.goto(f"{server.url}/hub-missing.html")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import http.client
 import os
+import subprocess
+import sys
 from email.parser import BytesParser
 from email.policy import HTTP
 from pathlib import Path
@@ -160,3 +162,35 @@ def test_cors(server, site):
         "Access-Control-Request-Headers": "authorization,content-type"})
     assert pre.status_code == 200 and pre.headers["access-control-allow-origin"] == ORIGIN
     assert "POST" in pre.headers["access-control-allow-methods"]
+
+
+def test_pages_and_a_runtime_folder_of_their_own(site, tmp_path):
+    """--pages DIR at /pages/ (paths checked as under /), and LLMCHAT_WEB_DIST: /dist/ from another folder, with no
+    start-up warning when it holds a runtime."""
+    root, web, home, model = site
+    pages, dist = tmp_path / "pages", tmp_path / "runtime"
+    (pages / "sub").mkdir(parents=True)
+    (pages / "demo.html").write_text("<p>demo</p>")
+    (pages / "sub" / "index.html").write_text("<p>sub</p>")
+    (dist / "pyodide").mkdir(parents=True)
+    (dist / "manifest.json").write_text('{"build": "x"}')
+    (dist / "pyodide" / "pyodide-lock.json").write_text("{}")
+    log = tmp_path / "serve.log"
+    args = ["--web-dir", str(web), "--pages", str(pages), "--ctx", "64", "--max-batch", "1"]
+    with running_server(model, args, env={"LLMCHAT_HOME": str(home), "LLMCHAT_WEB_DIST": str(dist)},
+                        log=log) as base:
+        assert httpx.get(f"{base}/pages/demo.html").text == "<p>demo</p>"
+        assert httpx.get(f"{base}/pages/sub/").text == "<p>sub</p>"
+        assert httpx.get(f"{base}/dist/manifest.json").json() == {"build": "x"}
+        assert httpx.get(f"{base}/index.html").text == WEB_FILES["index.html"][0]  # the web folder still at /
+        for path in ("/pages/../secret.txt", "/pages/%2e%2e/secret.txt", "/dist/../secret.txt", "/pages/.hidden"):
+            status, body = _raw_get(base, path)
+            assert status in (400, 404) and b"root:" not in body, path
+    assert "browser runtime is not installed" not in log.read_text()
+
+
+def test_a_missing_page_folder_is_refused_before_loading(site, tmp_path):
+    root, web, home, model = site
+    done = subprocess.run([sys.executable, "-m", "llmchat", "serve", str(model), "--pages", str(tmp_path / "no")],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0 and "--pages" in done.stderr and "is not a folder" in done.stderr

@@ -20,11 +20,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
 from browser_server import WebServer  # noqa: E402
+from browser_util import CHROMIUM_FLAGS  # noqa: E402
 
 from llmchat.catalogue import resolve  # noqa: E402
-
-FLAGS = ["--no-sandbox", "--enable-unsafe-webgpu", "--disable-background-networking", "--disable-component-update",
-         "--disable-sync", "--disable-quic", "--no-first-run"]
 
 
 def main() -> None:
@@ -36,18 +34,20 @@ def main() -> None:
     parser.add_argument("--context", type=int, default=2048, help="KV cache size in tokens")
     parser.add_argument("--timeout", type=float, default=900, help="seconds")
     parser.add_argument("--chromium", default="/usr/bin/chromium")
+    parser.add_argument("--web", type=Path, default=ROOT / "web",
+                        help="the web folder to serve (another checkout's, to compare versions in one run)")
     args = parser.parse_args()
-    if not (ROOT / "web" / "dist" / "pyodide" / "pyodide-lock.json").exists():
+    if not (args.web / "dist" / "pyodide" / "pyodide-lock.json").exists():
         sys.exit("browser_bench: web/dist is not built; run `make web` first")
     model = Path(resolve(args.model))
     from playwright.sync_api import sync_playwright
     query = {"model": f"/models/{model.name}", "n": args.n, "reps": args.reps, "context": args.context}
     if args.prompt:
         query["prompt"] = args.prompt
-    with WebServer(ROOT / "web", model.parent) as server, sync_playwright() as pw, \
+    with WebServer(args.web, model.parent) as server, sync_playwright() as pw, \
             tempfile.TemporaryDirectory() as profile:
         context = pw.chromium.launch_persistent_context(profile, executable_path=args.chromium, headless=True,
-                                                        args=FLAGS)
+                                                        args=CHROMIUM_FLAGS)
         try:
             page = context.new_page()
             page.goto(f"{server.url}/bench.html?{urllib.parse.urlencode(query)}")

@@ -7,14 +7,13 @@
 With `--test-wheels DIR` it also downloads the pure wheels pytest needs, for running the core's tests inside
 Pyodide under Node (they are never served to pages).
 
-The lock file is made by `pyodide lockfile add-wheels` (pyodide-build), which works offline but needs Python >= 3.12:
-it runs from its own virtual environment (build/pyodide-tools), made with the newest suitable interpreter found
-on PATH or under pyenv. Everything else runs under the interpreter that runs this script (the project's venv).
+The lock file is Pyodide's own (from the npm package) with our wheels added by tools/pyodide_lock.py: the entries
+`pyodide lockfile add-wheels` (pyodide-build) would write, byte for byte, made with the standard library, so
+everything runs under the interpreter that runs this script (the project's venv, Python >= 3.11).
 """
 from __future__ import annotations
 
 import argparse
-import glob
 import hashlib
 import json
 import os
@@ -24,11 +23,11 @@ import sys
 import tempfile
 from pathlib import Path
 
+from pyodide_lock import add_wheels, write as write_lock
+
 ROOT = Path(__file__).resolve().parent.parent
 PYODIDE_NPM = ROOT / "node_modules" / "pyodide"
-TOOLS_VENV = ROOT / "build" / "pyodide-tools"
 # Pinned so the served bytes (and their sha256 in the lock file) only change when we decide.
-PYODIDE_BUILD = ["pyodide-build==0.39.2", "pyodide-lock==0.2.1", "pkginfo==2.0"]
 RUNTIME_WHEELS = ["jinja2==3.1.6"]
 MARKUPSAFE = "markupsafe==3.0.3"
 TEST_WHEELS = ["pytest==9.2.0", "pluggy==1.7.0", "iniconfig==2.3.1", "packaging==26.4", "pygments==2.21.0"]
@@ -45,33 +44,6 @@ def pip(*args: str | os.PathLike, **kwargs) -> None:
     run(sys.executable, "-m", "pip", "--disable-pip-version-check", *args, **kwargs)
 
 
-def tools_python() -> Path:
-    """The Python >= 3.12 that pyodide-build needs: PYODIDE_TOOLS_PYTHON, python3.13/3.12 on PATH, or pyenv's."""
-    candidates = [os.environ.get("PYODIDE_TOOLS_PYTHON", ""), shutil.which("python3.13") or "",
-                  shutil.which("python3.12") or ""]
-    pyenv_root = os.environ.get("PYENV_ROOT", str(Path.home() / ".pyenv"))
-    for minor in ("13", "12"):
-        candidates += sorted(glob.glob(f"{pyenv_root}/versions/3.{minor}.*/bin/python3.{minor}"), reverse=True)
-    for candidate in filter(None, candidates):
-        probe = subprocess.run([candidate, "-c", "import sys, venv; sys.exit(sys.version_info < (3, 12))"],
-                               capture_output=True)
-        if probe.returncode == 0:
-            return Path(candidate)
-    sys.exit("build_web_dist: `pyodide lockfile add-wheels` needs Python >= 3.12 and none was found "
-             "(set PYODIDE_TOOLS_PYTHON, or install python3.12)")
-
-
-def pyodide_cli() -> Path:
-    stamp = TOOLS_VENV / ".installed"
-    if not stamp.exists() or stamp.read_text() != " ".join(PYODIDE_BUILD):
-        shutil.rmtree(TOOLS_VENV, ignore_errors=True)
-        run(tools_python(), "-m", "venv", TOOLS_VENV)
-        run(TOOLS_VENV / "bin" / "python", "-m", "pip", "--disable-pip-version-check", "install", "-q",
-            *PYODIDE_BUILD)
-        stamp.write_text(" ".join(PYODIDE_BUILD))
-    return TOOLS_VENV / "bin" / "pyodide"
-
-
 def build_wheels(out: Path) -> list[Path]:
     """llmchat (from this tree), jinja2 (PyPI's pure wheel), markupsafe (a pure build of its sdist)."""
     with tempfile.TemporaryDirectory() as scratch:
@@ -79,7 +51,8 @@ def build_wheels(out: Path) -> list[Path]:
         source = Path(scratch) / "src"
         shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(
             ".git", ".venv", "node_modules", "build", "dist", "*.egg-info", "__pycache__", ".*cache", ".hypothesis"))
-        pip("wheel", "-q", "--no-deps", "-w", out, source)
+        # ...and without setup.py's hook building one into it (it would run this script again).
+        pip("wheel", "-q", "--no-deps", "-w", out, source, env={**os.environ, "LLMCHAT_SKIP_WEB_BUILD": "1"})
     pip("download", "-q", "--no-deps", "--only-binary", ":all:", "-d", out, *RUNTIME_WHEELS)
     # CC=false makes the C extension fail to build; MarkupSafe then ships its pure-Python fallback, tagged any.
     pip("wheel", "-q", "--no-deps", "--no-binary", ":all:", "-w", out, MARKUPSAFE,
@@ -104,9 +77,8 @@ def build(dist: Path) -> None:
     for name in PYODIDE_FILES:
         shutil.copy2(PYODIDE_NPM / name, target / name)
     wheels = build_wheels(target)
-    run(pyodide_cli(), "lockfile", "add-wheels", "--input", PYODIDE_NPM / "pyodide-lock.json",
-        "--output", target / "pyodide-lock.json", "--base-path", target, *wheels)
-    lock = json.loads((target / "pyodide-lock.json").read_text())
+    lock = add_wheels(json.loads((PYODIDE_NPM / "pyodide-lock.json").read_text()), wheels)
+    write_lock(lock, target / "pyodide-lock.json")
     for wheel in wheels:  # the lock must name exactly the bytes we serve
         entry = next(p for p in lock["packages"].values() if p["file_name"] == wheel.name)
         assert entry["sha256"] == sha256(wheel), wheel

@@ -53,9 +53,11 @@ async function modelURL(model, endpoint) {
   }
 }
 
+// With `preload: true` it resolves at once and the model loads in the background (a page can start it before
+// its chat shows); requests wait for `engine.ready`, which rejects if the load fails.
 export async function createEngine(options = {}) {
   const engine = new Engine(options);
-  await engine.ready;
+  if (!options.preload) await engine.ready;
   return engine;
 }
 

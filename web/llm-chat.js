@@ -6,7 +6,8 @@
 // Attributes: model (a GGUF URL, or a Hugging Face reference such as hf://ORG/REPO/FILE.gguf or ORG/REPO:QUANT),
 // integrity (sha256 of the model), system-prompt, endpoint (OpenAI-compatible /v1 URL), mode (auto | local |
 // remote), remote-model (the model name sent to the endpoint), temperature, max-tokens, context-size, pyodide-url
-// (to load Pyodide from a CDN), hub-endpoint (a Hugging Face mirror), placeholder. Properties: tools (OpenAI
+// (to load Pyodide from a CDN), hub-endpoint (a Hugging Face mirror), placeholder, preload (load the model at once,
+// even while the element is out of sight; without it loading starts when the element first shows). Properties: tools (OpenAI
 // function tools the model may call), maxToolRounds (default 8). Events (bubbling, composed; details in the README): llm-progress, llm-ready,
 // llm-token, llm-done, llm-error, and llm-tool-call (answer it with event.detail.respond(result)). Styling: CSS
 // custom properties --llm-chat-* and parts (container, status, progress, warning, log, message, user, assistant,
@@ -59,7 +60,7 @@ let instances = 0;
 
 export class LLMChatElement extends HTMLElement {
   static observedAttributes = ["model", "endpoint", "mode", "integrity", "context-size", "pyodide-url",
-    "remote-model", "hub-endpoint"];
+    "remote-model", "hub-endpoint", "preload"];
 
   constructor() {
     super();
@@ -102,11 +103,32 @@ export class LLMChatElement extends HTMLElement {
 
   connectedCallback() {
     this.$("textarea").placeholder = this.getAttribute("placeholder") || "Type a message";
-    if (!this.engine) this.#start();
+    if (!this.engine) this.#startWhenWanted();
+  }
+
+  // A chat out of sight (a closed widget, far down the page) downloads nothing until it shows; with the `preload`
+  // attribute the model loads at once, so that it is ready when the chat opens.
+  #startWhenWanted() {
+    this.visibility?.disconnect();
+    this.visibility = null;
+    if (this.hasAttribute("preload") || !globalThis.IntersectionObserver) return this.#start();
+    this.visibility = new IntersectionObserver((entries) => {
+      if (!entries.some((entry) => entry.isIntersecting) || this.engine || !this.isConnected) return;
+      this.visibility.disconnect();
+      this.visibility = null;
+      this.#start();
+    });
+    this.visibility.observe(this);
   }
 
   attributeChangedCallback(name, old, value) {
     if (old === value || !this.isConnected) return;
+    if (this.visibility) { // waiting to be seen: it starts then, with the attributes it has then
+      if (name === "preload" && value !== null) this.#startWhenWanted();
+      return;
+    }
+    // Upgrading: attributes are reported before connectedCallback, which starts the element once, with all of them.
+    if (!this.started || name === "preload") return;
     if (this.engine) { // a different model or server: start over
       this.engine.terminate();
       this.engine = null;
@@ -122,6 +144,7 @@ export class LLMChatElement extends HTMLElement {
   }
 
   #start() {
+    this.started = true;
     const model = this.getAttribute("model");
     const endpoint = this.getAttribute("endpoint");
     if (!model && !endpoint) return this.#status("Set the model attribute to a GGUF file URL.", "error");

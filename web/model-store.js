@@ -109,9 +109,10 @@ export class ModelStore {
     await this.#writeMeta();
   }
 
-  // Bytes [offset, offset + length): from disk when downloaded, else from the network.
+  // Bytes [offset, offset + length): from disk when downloaded, else from the network. While a download holds
+  // the file (its sync access handle locks it), reads past the first request's bytes go to the network.
   async read(offset, length) {
-    if (offset + length <= this.have) {
+    if (offset + length <= this.have && !this.downloading) {
       const file = await this.fileHandle.getFile();
       return new Uint8Array(await file.slice(offset, offset + length).arrayBuffer());
     }
@@ -157,7 +158,21 @@ export class ModelStore {
     }
   }
 
+  // Stop a download in progress after the piece being written (the page no longer wants this model here).
+  cancel() {
+    this.cancelled = true;
+  }
+
   async #download() {
+    this.downloading = true;
+    try {
+      return await this.#downloadLocked();
+    } finally {
+      this.downloading = false;
+    }
+  }
+
+  async #downloadLocked() {
     const hash = this.expected ? await this.#hashPrefix() : null;
     let handle;
     try {
@@ -173,6 +188,11 @@ export class ModelStore {
       this.onProgress({ phase: "download", loaded: this.have, total: this.size });
       if (this.have > 0) this.resumes++;
       while (this.have < this.size) {
+        if (this.cancelled) {
+          handle.flush();
+          await this.#writeMeta();
+          throw new ModelError("cancelled", `the download of ${this.url} was stopped at byte ${this.have}`);
+        }
         const start = this.have;
         const end = Math.min(this.size, start + CHUNK) - 1;
         try {

@@ -13,8 +13,9 @@
 //   {type: "error", id?, code, message}
 //
 // Order of a first load: open WebGPU (no GPU, no download), then boot Pyodide while the model's first megabyte
-// arrives, judge the model from its header against the adapter's limits, check the storage quota, download the
-// rest into OPFS (model-store.js) and stream it into GPU buffers. Later loads find the file in OPFS.
+// arrives, check the storage quota and download the rest into OPFS (model-store.js) while Pyodide still boots,
+// judge the model from its header against the adapter's limits as soon as Python is up (stopping the download if
+// it cannot run), and stream it into GPU buffers. Later loads find the file in OPFS.
 
 import { isSoftwareAdapter } from "./adapter.js";
 import { requestGPU } from "./gpu.js";
@@ -59,35 +60,54 @@ async function load({ model, integrity, context = 2048, pyodideURL, distURL }) {
   }
   post({ type: "status", text: "Starting Python and reading the model header" });
   const progress = (p) => post({ type: "progress", ...p });
-  const [py, opened] = await Promise.all([
-    bootPython(pyodideURL, distURL),
-    ModelStore.open(model, { integrity, onProgress: progress }),
-  ]);
-  pyodide = py;
-  store = opened;
-  runtime = pyodide.pyimport("llmchat.web.runtime");
-  const phases = { boot_s: (performance.now() - t0) / 1000 }; // WebGPU, Pyodide and the first bytes
-  let mark = performance.now();
-  const lap = (name) => {
-    phases[name] = (performance.now() - mark) / 1000;
-    mark = performance.now();
-  };
-  const budget = gpuBudget();
-  const plan = JSON.parse(await runtime.check.callPromising(store, bridge, context, budget));
-  lap("check_s");
-  store.loadTotal = plan.upload;  // bytes read from the file (the GPU may hold them repacked, larger)
+  // Nothing that can run waits: Pyodide boots while the header arrives, and the weights download while it boots.
+  // Python's plan (llmchat.memory, from the header) judges the model once Python is up; a refusal stops the
+  // download (what arrived stays for a later resume, as after any interruption).
+  const phases = {}; // seconds since the load began, at which each step ended (they overlap)
+  const at = (name) => { phases[name] = (performance.now() - t0) / 1000; };
+  at("gpu_s");
+  const booting = bootPython(pyodideURL, distURL).then((py) => { at("boot_s"); return py; });
+  booting.catch(() => {}); // awaited below; a failure meanwhile must not surface as unhandled
+  store = await ModelStore.open(model, { integrity, onProgress: progress });
+  at("header_s");
   await store.checkQuota();
+  // Only a file that starts like a GGUF model downloads early: anything else is refused by Python's parser below,
+  // with its reason, after no more than its first bytes.
+  let downloading = null;
+  const download = () => {
+    downloading ??= store.download().then(() => at("download_s"));
+    downloading.catch(() => {});
+    return downloading;
+  };
+  if (store.complete || startsLikeGGUF(store.probe)) {
+    if (!store.complete) post({ type: "status", text: "Downloading the model while Python starts" });
+    download();
+  }
+  let plan;
+  try {
+    pyodide = await booting;
+    runtime = pyodide.pyimport("llmchat.web.runtime");
+    plan = JSON.parse(await runtime.check.callPromising(store, bridge, context, gpuBudget()));
+    at("check_s");
+  } catch (error) {
+    store.cancel();
+    await downloading?.catch(() => {});
+    throw error;
+  }
+  store.loadTotal = plan.upload;  // bytes read from the file (the GPU may hold them repacked, larger)
   if (!store.complete) post({ type: "status", text: "Downloading the model" });
-  await store.download();
-  lap("download_s");
+  await download();
   post({ type: "status", text: "Loading the model onto the GPU" });
   const loaded = JSON.parse(await runtime.load.callPromising(store, plan.context));
-  lap("gpu_load_s");
+  at("gpu_load_s");
   post({ type: "ready", info: { ...plan, ...loaded, software, fromCache: store.fromCache,
     requests: store.requests, resumes: store.resumes, sha256: store.meta?.sha256 ?? null, phases,
     gpu: { ...bridge.stats },
     load_ms: performance.now() - t0 } });
 }
+
+const GGUF_MAGIC = [0x47, 0x47, 0x55, 0x46]; // "GGUF"
+const startsLikeGGUF = (bytes) => bytes?.length >= 4 && GGUF_MAGIC.every((b, i) => bytes[i] === b);
 
 async function bootPython(pyodideURL, distURL) {
   const index = new URL(pyodideURL || distURL, self.location.href).href;

@@ -4,6 +4,8 @@
     GET  /v1/models, /v1/models/{id}             the one served model
     GET  /health, /metrics                       liveness; Prometheus text
     GET  /models/{name}                          model files (the served one, and the llmchat model cache), Range
+    GET  /dist/{path}                            the browser runtime (web/dist, or LLMCHAT_WEB_DIST)
+    GET  /pages/{path}                           the page author's own pages (`--pages DIR`, e.g. examples/)
     GET  /, /{path}                              the web demo (the package's web/ folder)
 
 The app never touches the GPU: generation goes through the Scheduler's thread, so handlers stay responsive while a
@@ -44,6 +46,11 @@ def default_web_dir() -> Path:
     return Path(web.__file__).parent
 
 
+def runtime_missing(dist_dir: Path) -> bool:
+    """Whether the browser runtime (Pyodide, the wheels, their lock file) is absent from `dist_dir`."""
+    return not (dist_dir / "manifest.json").is_file() or not (dist_dir / "pyodide" / "pyodide-lock.json").is_file()
+
+
 @dataclass
 class ServerOptions:
     api_key: str | None = None
@@ -54,6 +61,12 @@ class ServerOptions:
     api_key_all: bool = False  # the key guards every route, not only /v1
     hosts: HostPolicy | None = None  # the Host header values answered; None answers any (in-process tests)
     max_body: int = DEFAULT_MAX_BODY
+    dist_dir: Path | None = None  # the browser runtime; None: web_dir/dist
+    pages_dir: Path | None = None  # served at /pages/ (pages that load /llm-chat.js); None serves none
+
+    @property
+    def runtime_dir(self) -> Path:
+        return self.dist_dir if self.dist_dir is not None else self.web_dir / "dist"
 
 
 def create_app(scheduler: Scheduler, model: ModelInfo, options: ServerOptions | None = None) -> FastAPI:
@@ -169,9 +182,14 @@ def _add_file_routes(app: FastAPI, options: ServerOptions) -> None:
                 raise APIError(405, f"Method {request.method} is not allowed on /{name}; use {', '.join(allowed)}",
                                code="method_not_allowed", headers={"Allow": ", ".join(allowed)})
             raise not_found("route")
-        path = safe_path(options.web_dir, name)
+        root = options.web_dir
+        if name.startswith("dist/"):
+            root, name = options.runtime_dir, name[len("dist/"):]
+        elif name.startswith("pages/") and options.pages_dir is not None:
+            root, name = options.pages_dir, name[len("pages/"):]
+        path = safe_path(root, name)
         if path is None:  # a folder (or the root): its index page
-            path = safe_path(options.web_dir, (name.rstrip("/") + "/index.html").lstrip("/"))
+            path = safe_path(root, (name.rstrip("/") + "/index.html").lstrip("/"))
         if path is None or "__pycache__" in path.parts or path.name == "__init__.py":
             raise not_found(f"{'/' + name!r}")
         return FileResponse(path, request.headers, request.method)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -10,7 +11,7 @@ from pathlib import Path
 
 from ..catalogue import CATALOGUE, models_dir, resolve
 from ..errors import LLMChatError
-from .app import ServerOptions, create_app
+from .app import ServerOptions, create_app, runtime_missing
 from .completions import ModelInfo
 from .connections import FLUSH_MARGIN_S, GracefulServer, header_timeout_protocol
 from .guard import DEFAULT_MAX_BODY, HostPolicy
@@ -32,6 +33,7 @@ class ServeConfig:
     cache_entries: int | None = None  # finished sequences kept for prefix sharing; default max_batch
     cors_origins: Sequence[str] = ()
     web_dir: str | None = None  # default: the package's web demo
+    pages_dir: str | None = None  # served at /pages/
     log_level: str = "info"
     api_key_all: bool = False
     allowed_hosts: Sequence[str] = ()
@@ -50,7 +52,9 @@ class ServeConfig:
                   (self.max_body >= 1024, "--max-body must be at least 1024 bytes"),
                   (self.shutdown_grace >= 0, "--shutdown-grace must be >= 0"),
                   (self.header_timeout > 0, "--header-timeout must be > 0"),
-                  (bool(self.api_key) or not self.api_key_all, "--api-key-all needs --api-key")]
+                  (bool(self.api_key) or not self.api_key_all, "--api-key-all needs --api-key"),
+                  (self.pages_dir is None or Path(self.pages_dir).is_dir(),
+                   f"--pages {self.pages_dir!r} is not a folder")]
         for ok, message in checks:
             if not ok:
                 raise LLMChatError(message)
@@ -99,6 +103,16 @@ def serve(config: ServeConfig) -> None:
         if not Path(config.web_dir).is_dir():
             raise LLMChatError(f"--web-dir {config.web_dir!r} is not a folder")
         options.web_dir = Path(config.web_dir)
+    if config.pages_dir is not None:
+        options.pages_dir = Path(config.pages_dir)
+    if os.environ.get("LLMCHAT_WEB_DIST"):
+        options.dist_dir = Path(os.environ["LLMCHAT_WEB_DIST"])
+    if runtime_missing(options.runtime_dir):
+        # An install without the browser files (pip install . on a machine without node): the chat page still
+        # works, through this server's API, and says so; here is where the operator hears why.
+        print(f"llmchat: warning: the browser runtime is not installed ({options.runtime_dir} has no "
+              "manifest.json): the chat page will answer through this server's /v1 API instead of running the "
+              "model in the browser; build it with `make web` (needs node and npm)", file=sys.stderr, flush=True)
     info = model_info(llm, config.model, path)
     app = create_app(scheduler, info, options)
     logging.getLogger("llmchat.server").setLevel(config.log_level.upper())

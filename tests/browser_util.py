@@ -1,0 +1,36 @@
+"""The browser tests' Chromium: Debian's /usr/bin/chromium with WebGPU on (SwiftShader where there is no GPU),
+driven through pytest-playwright's fixtures (tests/conftest.py). Playwright's own browser download (`playwright
+install`) is never used."""
+from __future__ import annotations
+
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_FLAGS = ["--no-sandbox", "--enable-unsafe-webgpu", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync", "--disable-quic", "--no-first-run"]
+BROWSER_TIMEOUT_MS = 120_000  # a cold load is ~10 s and a short reply ~15 s on SwiftShader with 2 cores
+VIEWPORT = {"width": 900, "height": 640}
+
+
+def browser_missing() -> str | None:
+    """Why the browser tests cannot run here, or None."""
+    if not Path(CHROMIUM).exists():
+        return f"{CHROMIUM} is missing (tools/system-deps.sh installs Debian's chromium)"
+    if not (ROOT / "web" / "dist" / "pyodide" / "pyodide-lock.json").exists():
+        return "web/dist is not built (make web)"
+    return None
+
+
+def open_profile(browser_type, launch_args: dict, context_args: dict, profile: Path, *, webgpu: bool = True,
+                 init_scripts: tuple[str, ...] = ()):
+    """A browser on a profile folder of its own (persistent storage: OPFS, caches, service workers, which a test
+    may fill and reopen), with the launch options of pytest-playwright's `browser`. `webgpu=False` removes WebGPU
+    from its pages, as most browsers on Linux still lack it."""
+    context = browser_type.launch_persistent_context(str(profile), **launch_args, **context_args)
+    for script in init_scripts:
+        context.add_init_script(script)
+    if not webgpu:
+        context.add_init_script("delete Navigator.prototype.gpu;")
+    context.set_default_timeout(BROWSER_TIMEOUT_MS)
+    return context
