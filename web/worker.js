@@ -18,7 +18,7 @@
 
 import { isSoftwareAdapter } from "./adapter.js";
 import { requestGPU } from "./gpu.js";
-import { ModelError, ModelStore } from "./model-store.js";
+import { ModelError, ModelStore, checkQuota } from "./model-store.js";
 
 const post = (message) => self.postMessage(message);
 let pyodide = null;
@@ -58,13 +58,14 @@ async function load({ model, integrity, context = 2048, pyodideURL, distURL }) {
       "the model will answer slowly, a few words per second." });
   }
   post({ type: "status", text: "Starting Python and reading the model header" });
-  const progress = (p) => post({ type: "progress", ...p });
+  const progress = (p) => post({ type: "progress", ...p, ...shards.totals(p.phase) });
   const [py, opened] = await Promise.all([
     bootPython(pyodideURL, distURL),
-    ModelStore.open(model, { integrity, onProgress: progress }),
+    ModelStore.open(model, { integrity: shards.integrity(model, integrity), onProgress: progress }),
   ]);
   pyodide = py;
   store = opened;
+  shards.add(store, (url) => ModelStore.open(url, { integrity: shards.integrity(url, integrity), onProgress: progress }));
   runtime = pyodide.pyimport("llmchat.web.runtime");
   const phases = { boot_s: (performance.now() - t0) / 1000 }; // WebGPU, Pyodide and the first bytes
   let mark = performance.now();
@@ -73,21 +74,62 @@ async function load({ model, integrity, context = 2048, pyodideURL, distURL }) {
     mark = performance.now();
   };
   const budget = gpuBudget();
-  const plan = JSON.parse(await runtime.check.callPromising(store, bridge, context, budget));
+  const plan = JSON.parse(await runtime.check.callPromising(store, bridge, context, budget, shards.open));
   lap("check_s");
-  store.loadTotal = plan.upload;  // bytes read from the file (the GPU may hold them repacked, larger)
-  await store.checkQuota();
-  if (!store.complete) post({ type: "status", text: "Downloading the model" });
-  await store.download();
+  const files = shards.all();
+  for (const s of files) s.loadTotal = plan.upload;  // bytes read from the file (the GPU may hold them repacked)
+  await checkQuota(files);
+  if (files.some((s) => !s.complete)) post({ type: "status", text: "Downloading the model" });
+  for (const s of files) await s.download();
   lap("download_s");
   post({ type: "status", text: "Loading the model onto the GPU" });
-  const loaded = JSON.parse(await runtime.load.callPromising(store, plan.context));
+  const loaded = JSON.parse(await runtime.load.callPromising(store, plan.context, shards.open));
   lap("gpu_load_s");
   post({ type: "ready", info: { ...plan, ...loaded, software, fromCache: store.fromCache,
-    requests: store.requests, resumes: store.resumes, sha256: store.meta?.sha256 ?? null, phases,
+    requests: sum(files, "requests"), resumes: sum(files, "resumes"), files: files.length,
+    sha256: files.length > 1 ? files.map((s) => s.meta?.sha256 ?? null) : store.meta?.sha256 ?? null, phases,
     gpu: { ...bridge.stats },
     load_ms: performance.now() - t0 } });
 }
+
+// The files of the model: one, or each shard of a split model (`name-00001-of-00003.gguf` ...). Python finds the
+// shards from the first one's header (core/gguf.py) and asks for each through `open`; each is opened once, and
+// downloads, resumes and verifies on its own. Progress covers them all. `integrity` may list one sha256 per shard,
+// in shard order, separated by spaces.
+const shards = {
+  opening: new Map(), // absolute URL → Promise of its ModelStore
+  opened: new Map(), // absolute URL → ModelStore, in the order Python asked for them (shard order)
+  opener: null,
+  add(first, opener) {
+    this.opening.set(first.url, Promise.resolve(first));
+    this.opened.set(first.url, first);
+    this.opener = opener;
+  },
+  open: (url) => {
+    const key = new URL(url, self.location.href).href;
+    if (!shards.opening.has(key)) {
+      shards.opening.set(key, shards.opener(key).then((s) => (shards.opened.set(key, s), s)));
+    }
+    return shards.opening.get(key);
+  },
+  all() {
+    return [...this.opened.values()];
+  },
+  integrity(url, integrity) {
+    const hashes = (integrity || "").trim().split(/\s+/).filter(Boolean);
+    if (hashes.length < 2) return integrity;
+    const match = /-(\d{5})-of-\d{5}\.gguf$/.exec(new URL(url, self.location.href).pathname);
+    return hashes[match ? Number(match[1]) - 1 : 0] ?? null;
+  },
+  totals(phase) {
+    const files = this.all();
+    if (files.length < 2) return {};
+    return phase === "download" ? { loaded: sum(files, "have"), total: sum(files, "size") } :
+      { loaded: sum(files, "loaded"), total: files[0].loadTotal };
+  },
+};
+
+const sum = (items, key) => items.reduce((n, item) => n + item[key], 0);
 
 async function bootPython(pyodideURL, distURL) {
   const index = new URL(pyodideURL || distURL, self.location.href).href;
