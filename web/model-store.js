@@ -131,7 +131,14 @@ export class ModelStore {
   async download() {
     await this.#locked(async () => {
       if (!this.complete) await this.#resync();
-      if (!this.complete) return this.#download();
+      if (!this.complete) {
+        try {
+          return await this.#download();
+        } catch (error) { // a full storage met anywhere else (metadata, flush) says the same as a full write
+          if (error?.name === "QuotaExceededError") throw await quotaError(this.size, this.size - this.have, this.url);
+          throw error;
+        }
+      }
       this.onProgress({ phase: "download", loaded: this.size, total: this.size, cached: true });
     });
   }
@@ -189,7 +196,9 @@ export class ModelStore {
               `byte ${this.have} of ${this.size} (${error.message}); it will resume from there next time`);
           }
           handle.flush();
-          await this.#writeMeta();
+          // The metadata only records progress here (resuming goes by the file's size): a full storage must not
+          // turn a network failure into another error.
+          await this.#writeMeta().catch(() => {});
           this.resumes++;
           await sleep(Math.min(8000, this.backoffMs * 2 ** (failures - 1)));
         }
@@ -376,9 +385,12 @@ export class ModelStore {
     const file = await this.dir.getFileHandle(`${this.key}.json`, { create: true });
     const handle = await file.createSyncAccessHandle();
     try {
-      const bytes = new TextEncoder().encode(JSON.stringify({ ...this.meta, have: this.have }));
-      handle.truncate(0);
+      // Overwritten in place, padded to whole KiB: the file keeps its size, so a full storage cannot leave it
+      // truncated (a write that needs more space fails before it changes a byte).
+      const json = JSON.stringify({ ...this.meta, have: this.have });
+      const bytes = new TextEncoder().encode(json.padEnd(Math.ceil((json.length + 1) / 1024) * 1024, " "));
       handle.write(bytes, { at: 0 });
+      if (handle.getSize() > bytes.length) handle.truncate(bytes.length);
       handle.flush();
     } finally {
       handle.close();
@@ -409,6 +421,8 @@ export async function checkQuota(stores) {
   if (!need) return;
   const { quota = Infinity, usage = 0 } = await navigator.storage.estimate();
   if (quota - usage < need) {
+    // Files that hold no byte yet are not kept as downloads to resume: nothing of the model stays behind.
+    for (const store of stores) if (!store.have) await store.remove();
     throw await quotaError(stores.reduce((n, s) => n + s.size, 0), need, stores[0].url, { quota, usage });
   }
 }
@@ -416,10 +430,14 @@ export async function checkQuota(stores) {
 // The message of a full storage: the model's size, what is missing of it, and what this site may still use.
 async function quotaError(size, need, url, estimate = null) {
   const { quota = Infinity, usage = 0 } = estimate ?? (await navigator.storage?.estimate?.().catch(() => null)) ?? {};
-  const free = Number.isFinite(quota) ? mib(Math.max(0, quota - usage)) : "an unknown amount";
+  const room = Number.isFinite(quota) ? Math.max(0, quota - usage) : null;
+  // The estimate is advisory: a browser may refuse a write with room left on paper (disk space, an override).
+  const space = room === null || room >= need
+    ? `, and the browser refused to store more for this site (it reports ${room === null ? "an unknown amount" :
+      mib(room)} free, but the disk or the browser's own limits decide)`
+    : `, and the browser lets this site store ${mib(room)} more (it uses ${mib(usage)} of ${mib(quota)})`;
   const error = new ModelError("quota", `not enough storage for the model ${url}: it is ${mib(size)}` +
-    (need < size ? ` (${mib(need)} still to download)` : "") + `, and the browser lets this site store ` +
-    `${free} more (it uses ${mib(usage)} of ${Number.isFinite(quota) ? mib(quota) : "its quota"}). Delete ` +
+    (need < size ? ` (${mib(need)} still to download)` : "") + `${space}. Delete ` +
     "stored models you no longer need, or free space in the browser's site settings, or use a smaller model; " +
     "what was downloaded is kept and the download resumes from there.");
   Object.assign(error, { size, need, quota, usage });
