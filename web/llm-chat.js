@@ -216,9 +216,10 @@ export class LLMChatElement extends HTMLElement {
     const t0 = performance.now();
     const restoring = this.#reply(null, async () => {
       this.#status("Restoring the conversation…");
-      const reply = await this.engine.chat.completions.create({ messages: this.#messages(), max_tokens: 1,
-        temperature: 0 });
-      return reply.usage;
+      let last = null;
+      for await (last of await this.engine.chat.completions.create({ messages: this.#messages(), max_tokens: 1,
+        temperature: 0, stream: true }));
+      return { ...last.usage, timings: last.llmchat?.timings };
     });
     try {
       const usage = await restoring;
@@ -227,7 +228,7 @@ export class LLMChatElement extends HTMLElement {
       this.#status(`Conversation restored (${this.history.length} messages, ${usage.prompt_tokens} tokens in ` +
         `${(ms / 1000).toFixed(1)} s)`);
       this.#fire("llm-restore", { messages: this.history.length, prompt_tokens: usage.prompt_tokens,
-        cached_tokens: usage.cached_tokens, ms });
+        cached_tokens: usage.cached_tokens, ms, prefill_tok_s: usage.timings?.prefill_tok_s ?? null });
     } catch { /* reported by #reply */ }
   }
 
