@@ -221,6 +221,7 @@ export class LLMChatElement extends HTMLElement {
         temperature: 0, stream: true }));
       return { ...last.usage, timings: last.llmchat?.timings };
     });
+    this.restoring = restoring.catch(() => {}).finally(() => { this.restoring = null; });
     try {
       const usage = await restoring;
       if (!usage) return;
@@ -295,6 +296,7 @@ export class LLMChatElement extends HTMLElement {
   // fires llm-tool-call, the results go back to the model, and the reply goes on (at most maxToolRounds times).
   async send(text) {
     text = (text ?? "").trim();
+    if (text && this.restoring) await this.restoring; // a message sent during a restore waits for it, not lost
     if (!text || this.current || this.busy || !this.engine) return "";
     this.$("textarea").value = "";
     this.history.push({ role: "user", content: text });
