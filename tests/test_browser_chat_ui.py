@@ -167,7 +167,6 @@ def test_streaming_rerenders_only_the_last_block_and_render_text_stays_plain(bro
             removedEarly: removed.filter((node) => firstNodes.includes(node)).length,
             blocks: box.children.length,
             html: box.innerHTML.includes("<script") || box.querySelector("img") !== null,
-            maxRemovedAtOnce: 0,
           };
         }""", "# Title\n\nFirst paragraph with **bold**.\n\n- one\n- two\n\n```py\nprint(1)\n```\n\nlast words")
         assert result["kept"] and result["removedEarly"] == 0, result

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from browser_server import WebServer
-from test_browser import WEB, _launch, browser_env, events  # noqa: F401 (browser_env: a fixture)
+from test_browser import WEB, _launch, browser_env, events, shots  # noqa: F401 (fixtures)
 
 SPLIT = "tinysplit-00001-of-00003.gguf"
 PROMPT = "hello there"
@@ -231,10 +231,3 @@ def test_storage_filling_up_during_a_download_leaves_a_partial_that_can_be_delet
     finally:
         context.close()
 
-
-@pytest.fixture(scope="module")
-def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    import os
-    folder = Path(os.environ.get("LLMCHAT_SCREENSHOTS") or tmp_path_factory.mktemp("screenshots"))
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder
