@@ -19,7 +19,7 @@ from .constraint import Constraint
 from .engine import Engine, Feed
 from .errors import ContextOverflowError, LLMChatError
 from .generation import FinishEvent, GenerationRequest
-from .gguf import open_gguf
+from .gguf import GGUFFile, open_gguf
 from .gpu import open_device
 from .gpu.kernels import Kernels
 from .memory import check_context, plan_memory
@@ -61,7 +61,8 @@ class LLM:
         t0 = time.perf_counter()
         check_context(context)  # before anything is opened
         self.path = path
-        self.gguf = open_gguf(path)
+        # An open GGUFFile is taken as it is: the browser opens a split model's shards through its own store.
+        self.gguf = path if isinstance(path, GGUFFile) else open_gguf(path)
         md = self.gguf.metadata
         self.config = model_config(self.gguf)
         self.tokenizer = Tokenizer.from_metadata(md)

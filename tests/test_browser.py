@@ -269,6 +269,7 @@ def test_structured_output_and_tool_calls_in_the_browser(shared, server, smollm2
 
     page.goto(f"{server.url}/index.html?model={MODEL}")
     wait_event(page, "llm-ready")
+    page.eval_on_selector("llm-chat", "el => el.reset()")  # the earlier tests' conversation was restored
     page.evaluate("""() => {
       window.__calls = [];
       const chat = document.querySelector("llm-chat");

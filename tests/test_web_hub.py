@@ -79,7 +79,8 @@ def test_resolutions_against_a_hub(answers) -> None:
     assert got["org/single:q8_0"] == {"value": q8}
     assert got["hf.co/org/single"] == {"value": f"{hub.url}/org/single/resolve/main/m-Q4_K_M.gguf"}
     assert got["hf://org/single@v2/m-Q8_0.gguf"] == {"value": f"{hub.url}/org/single/resolve/v2/m-Q8_0.gguf"}
-    assert got["org/split:Q4_K_M"]["code"] == "unsupported" and "split into 2 files" in got["org/split:Q4_K_M"]["error"]
+    # A split model resolves to its first shard; the browser opens the others beside it.
+    assert got["org/split:Q4_K_M"] == {"value": f"{hub.url}/org/split/resolve/main/big-Q4_K_M-00001-of-00002.gguf"}
     assert got["org/single:Q2_K"]["code"] == "model-not-found"
     assert "m-Q4_K_M.gguf; m-Q8_0.gguf" in got["org/single:Q2_K"]["error"]
     assert got["org/nowhere:Q4_K_M"]["code"] == "model-not-found"

@@ -14,6 +14,9 @@
 import { isSoftwareAdapter } from "./adapter.js";
 import { resolveModelURL } from "./hub.js";
 
+// Managing the models this site stored (list, check, delete, space left): plain OPFS calls, no engine needed.
+export { deleteModel, hasModel, listModels, storageEstimate } from "./model-store.js";
+
 const here = (path) => new URL(path, import.meta.url).href;
 
 export class EngineError extends Error {

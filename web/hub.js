@@ -144,9 +144,6 @@ export async function resolveModelURL(model, { endpoint = HUB_ENDPOINT, fetch = 
     const info = await response.json();
     files = chooseHubFiles(ref, (info.siblings || []).map((s) => s.rfilename));
   }
-  if (files.length > 1) {
-    throw new HubError("unsupported", `${model} is split into ${files.length} files; the browser loads single-file ` +
-      "models only (merge it with llama.cpp's gguf-split --merge, or pick another quantization)");
-  }
+  // A split model is named by its first shard: the worker finds the others beside it (core/gguf.py's rules).
   return hubFileURL(ref, files[0], endpoint);
 }

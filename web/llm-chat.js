@@ -7,15 +7,21 @@
 // integrity (sha256 of the model), system-prompt, endpoint (OpenAI-compatible /v1 URL), mode (auto | local |
 // remote), remote-model (the model name sent to the endpoint), temperature, max-tokens, context-size, pyodide-url
 // (to load Pyodide from a CDN), hub-endpoint (a Hugging Face mirror), placeholder, preload (load the model at once,
-// even while the element is out of sight; without it loading starts when the element first shows). Properties: tools (OpenAI
-// function tools the model may call), maxToolRounds (default 8). Events (bubbling, composed; details in the README): llm-progress, llm-ready,
-// llm-token, llm-done, llm-error, and llm-tool-call (answer it with event.detail.respond(result)). Styling: CSS
-// custom properties --llm-chat-* and parts (container, status, progress, warning, log, message, user, assistant,
-// reasoning, tool, form, input, send, stop). Model output is always inserted as text, never as HTML.
+// even while the element is out of sight; without it loading starts when the element first shows), render
+// (markdown | text), persist ("false": the conversation is not kept across reloads). Properties: tools (OpenAI
+// function tools the model may call), maxToolRounds (default 8). Methods: send(text), regenerate(), edit(index,
+// text), stop(), reset(), showStorage(). Events (bubbling, composed; details in the README): llm-progress,
+// llm-ready, llm-token, llm-done, llm-error, llm-restore, and llm-tool-call (answer it with
+// event.detail.respond(result)). Styling: CSS custom properties --llm-chat-* and parts (container, status, progress,
+// warning, storage, log, message, user, assistant, reasoning, tool, actions, form, input, send, stop). Model output
+// is never inserted as HTML: Markdown is built into DOM nodes by web/markdown.js, or shown as plain text with
+// render="text".
 
-import { Engine, createEngine, probeWebGPU } from "./engine.js";
+import { Engine, createEngine, deleteModel, hasModel, listModels, probeWebGPU, storageEstimate } from "./engine.js";
+import { conversationKey, loadConversation, saveConversation } from "./chat-store.js";
+import { MarkdownView } from "./markdown.js";
 
-export { Engine, createEngine, probeWebGPU };
+export { Engine, createEngine, deleteModel, hasModel, listModels, probeWebGPU, storageEstimate };
 
 const STYLE = `
 :host {
@@ -53,6 +59,32 @@ button[hidden] { display: none; }
 button:disabled { opacity: .5; cursor: default; }
 button.stop { background: var(--llm-chat-stop-bg, #6b6b76); }
 :focus-visible { outline: 2px solid var(--llm-chat-accent, #3b5bdb); outline-offset: 2px; }
+.body.md { white-space: normal; display: block; }
+.md > :first-child { margin-top: 0; }
+.md > :last-child { margin-bottom: 0; }
+.md p, .md ul, .md ol, .md blockquote, .md .code-block, .md .table-wrap { margin: .45em 0; }
+.md ul, .md ol { padding-left: 1.4em; }
+.md blockquote { border-left: 3px solid var(--llm-chat-rule, #d0d0d7); padding-left: .6em; margin-left: 0; }
+.md code { font: .9em/1.4 var(--llm-chat-mono, ui-monospace, monospace); background: var(--llm-chat-code-bg, #e6e6ee);
+  padding: 0 .25em; border-radius: 4px; }
+.md pre { margin: 0; padding: .5em .6em; overflow-x: auto; white-space: pre; }
+.md pre code { background: none; padding: 0; }
+.code-block { background: var(--llm-chat-code-bg, #e6e6ee); border-radius: 6px; }
+.code-bar { display: flex; justify-content: space-between; align-items: center; font-size: .8em;
+  padding: .15em .4em .15em .6em; color: var(--llm-chat-muted, #5f5f6b); }
+.table-wrap { overflow-x: auto; }
+.md table { border-collapse: collapse; }
+.md th, .md td { border: 1px solid var(--llm-chat-rule, #d0d0d7); padding: .2em .5em; }
+.md a { color: var(--llm-chat-link, #1f4fd1); }
+.message .actions { display: flex; gap: .3rem; margin-top: .3rem; white-space: normal; }
+.actions button, .code-bar button, .editing button, .storage button { font-size: .78em; padding: .1rem .5rem;
+  background: transparent; color: inherit; border: 1px solid currentColor; opacity: .75; }
+.log[aria-busy="true"] .regenerate, .log[aria-busy="true"] .edit, .log > li:not(:last-child) .regenerate { display: none; }
+.editing textarea { width: 100%; box-sizing: border-box; color: var(--llm-chat-fg, #1d1d1f); }
+.storage { padding: .5rem .8rem; font-size: .85em; border-bottom: 1px solid var(--llm-chat-rule, #ececf1); }
+.storage[hidden] { display: none; }
+.storage ul { margin: .3rem 0; padding-left: 1.1rem; }
+.storage li { margin: .15rem 0; }
 .visually-hidden { position: absolute; width: 1px; height: 1px; overflow: hidden; clip-path: inset(50%); }
 `;
 
@@ -71,6 +103,7 @@ export class LLMChatElement extends HTMLElement {
         <div class="status" part="status"><span role="status"></span> <span class="numbers" aria-hidden="true"></span></div>
         <progress part="progress" max="1" value="0" aria-label="Model download progress" hidden></progress>
         <div class="warning" part="warning" role="note" hidden></div>
+        <section class="storage" part="storage" aria-label="Stored models" hidden></section>
         <ol class="log" part="log" aria-live="polite" aria-label="Conversation"></ol>
         <form part="form">
           <label class="visually-hidden" for="${id}">Message</label>
@@ -85,6 +118,7 @@ export class LLMChatElement extends HTMLElement {
     this.maxToolRounds = 8; // completions in a turn that may call tools; the one after them must answer in words
     this.engine = null;
     this.current = null; // the reply being streamed
+    this.busy = false; // a turn (or a restore) is running
     this.$("form").addEventListener("submit", (event) => {
       event.preventDefault();
       this.send(this.$("textarea").value);
@@ -138,6 +172,23 @@ export class LLMChatElement extends HTMLElement {
     this.#start();
   }
 
+  get #persisted() {
+    return this.getAttribute("persist") !== "false";
+  }
+
+  // Keep the conversation for the next visit (unless persist="false"); a save that fails is said, not dropped.
+  #save() {
+    if (!this.#persisted || !this.storeKey) return;
+    const error = saveConversation(this.storeKey, this.history);
+    if (error) this.#warn(`This conversation could not be saved for your next visit (${error.name}: ${error.message}).`);
+  }
+
+  #warn(message) {
+    const box = this.$(".warning");
+    box.textContent = message;
+    box.hidden = false;
+  }
+
   #number(name, fallback) {
     const value = Number.parseFloat(this.getAttribute(name));
     return Number.isFinite(value) ? value : fallback;
@@ -149,6 +200,12 @@ export class LLMChatElement extends HTMLElement {
     const endpoint = this.getAttribute("endpoint");
     if (!model && !endpoint) return this.#status("Set the model attribute to a GGUF file URL.", "error");
     this.#status("Starting…");
+    this.$(".storage").hidden = true;
+    this.storeKey = conversationKey(this, model || endpoint);
+    if (this.#persisted && !this.history.length) {
+      this.history = loadConversation(this.storeKey);
+      this.#renderLog();
+    }
     const engine = new Engine({
       model, endpoint, mode: this.getAttribute("mode") || "auto", integrity: this.getAttribute("integrity"),
       remoteModel: this.getAttribute("remote-model") || undefined,
@@ -157,11 +214,7 @@ export class LLMChatElement extends HTMLElement {
     });
     this.engine = engine;
     engine.addEventListener("status", ({ detail }) => this.#status(detail.text));
-    engine.addEventListener("warning", ({ detail }) => {
-      const box = this.$(".warning");
-      box.textContent = detail.message;
-      box.hidden = false;
-    });
+    engine.addEventListener("warning", ({ detail }) => this.#warn(detail.message));
     engine.addEventListener("progress", ({ detail }) => this.#progress(detail));
     engine.addEventListener("ready", ({ detail }) => {
       this.$("progress").hidden = true;
@@ -170,13 +223,84 @@ export class LLMChatElement extends HTMLElement {
         (detail.fromCache ? ", from the offline cache" : ""));
       this.#enable(true);
       this.#fire("llm-ready", detail);
+      if (this.history.length && !detail.remote && this.engine === engine) this.#rebuild();
     });
     engine.addEventListener("error", ({ detail }) => {
       this.#status(detail.message, "error");
       this.$("progress").hidden = true;
       this.#enable(false);
       this.#fire("llm-error", detail);
+      if (detail.code === "quota") this.showStorage();
     });
+  }
+
+  // A restored conversation's KV cache, computed now in one prefill (a one-token completion of the whole history)
+  // rather than when the next message is sent; the engine keeps it, so that message only computes its own tokens.
+  async #rebuild() {
+    const t0 = performance.now();
+    const restoring = this.#reply(null, async () => {
+      this.#status("Restoring the conversation…");
+      let last = null;
+      for await (last of await this.engine.chat.completions.create({ messages: this.#messages(), max_tokens: 1,
+        temperature: 0, stream: true }));
+      return { ...last.usage, timings: last.llmchat?.timings };
+    });
+    this.restoring = restoring.catch(() => {}).finally(() => { this.restoring = null; });
+    try {
+      const usage = await restoring;
+      if (!usage) return;
+      const ms = performance.now() - t0;
+      this.#status(`Conversation restored (${this.history.length} messages, ${usage.prompt_tokens} tokens in ` +
+        `${(ms / 1000).toFixed(1)} s)`);
+      this.#fire("llm-restore", { messages: this.history.length, prompt_tokens: usage.prompt_tokens,
+        cached_tokens: usage.cached_tokens, ms, prefill_tok_s: usage.timings?.prefill_tok_s ?? null });
+    } catch { /* reported by #reply */ }
+  }
+
+  // What this site stores (models, sizes, free space), each model with a Delete button; shown by itself when a
+  // download runs out of space. After a deletion, "Try again" starts the model's load over.
+  async showStorage() {
+    const box = this.$(".storage");
+    const [models, estimate] = await Promise.all([listModels(), storageEstimate()]);
+    const title = document.createElement("p");
+    title.textContent = `Stored models: ${mib(estimate.models)}` + (estimate.quota !== null ?
+      `; this site may store ${mib(estimate.free)} more (of ${mib(estimate.quota)}).` : ".");
+    const list = document.createElement("ul");
+    for (const model of models) {
+      const item = document.createElement("li");
+      const name = model.url.split("/").pop();
+      item.textContent = `${name}: ${mib(model.stored)}${model.partial ? ` of ${mib(model.size)} (partial download)` :
+        ""}${model.date ? `, ${model.date.slice(0, 10)}` : ""} `;
+      item.title = model.url;
+      const remove = document.createElement("button");
+      remove.type = "button";
+      remove.className = "delete-model";
+      remove.textContent = "Delete";
+      remove.setAttribute("aria-label", `Delete ${name}`);
+      remove.addEventListener("click", async () => {
+        remove.disabled = true;
+        try {
+          await deleteModel(model.url);
+        } catch (error) {
+          this.#warn(error.message);
+        }
+        this.showStorage();
+      });
+      item.append(remove);
+      list.append(item);
+    }
+    if (!models.length) list.textContent = "None.";
+    const retry = document.createElement("button");
+    retry.type = "button";
+    retry.className = "retry";
+    retry.textContent = "Try again";
+    retry.addEventListener("click", () => {
+      this.engine?.terminate();
+      this.engine = null;
+      this.#start();
+    });
+    box.replaceChildren(title, list, retry);
+    box.hidden = false;
   }
 
   #progress(detail) {
@@ -196,16 +320,45 @@ export class LLMChatElement extends HTMLElement {
   // fires llm-tool-call, the results go back to the model, and the reply goes on (at most maxToolRounds times).
   async send(text) {
     text = (text ?? "").trim();
-    if (!text || this.current || !this.engine) return "";
+    if (text && this.restoring) await this.restoring; // a message sent during a restore waits for it, not lost
+    if (!text || this.current || this.busy || !this.engine) return "";
     this.$("textarea").value = "";
-    const log = this.$(".log");
-    const start = { history: this.history.length, bubbles: log.children.length + 1 }; // the user's bubble stays
     this.history.push({ role: "user", content: text });
-    this.#bubble("user", text);
+    this.#bubble("user", text, this.history.length - 1);
+    return this.#reply(this.history.length - 1);
+  }
+
+  // Answer the last user message again (its reply, and any tool calls in it, are replaced).
+  async regenerate() {
+    if (this.current || this.busy || !this.engine) return "";
+    const last = this.history.findLastIndex((m) => m.role === "user");
+    if (last < 0) return "";
+    this.history.length = last + 1;
+    this.#renderLog();
+    return this.#reply(last);
+  }
+
+  // Replace user message `index` (of this.history) with `text`: the conversation is cut there and answered again.
+  // The engine keeps the KV cache of everything before the edit (its prefix cache), so only the rest is computed.
+  async edit(index, text) {
+    text = (text ?? "").trim();
+    if (!text || this.current || this.busy || !this.engine || this.history[index]?.role !== "user") return "";
+    this.history.length = index;
+    this.history.push({ role: "user", content: text });
+    this.#renderLog();
+    return this.#reply(index);
+  }
+
+  // Run the turn after user message `from` (null: a job that adds nothing to the conversation). An error cuts the
+  // conversation back to before that message, and the half-written reply is taken away (the user's bubble stays).
+  async #reply(from, job = null) {
+    const log = this.$(".log");
+    const bubbles = log.children.length;
     log.setAttribute("aria-busy", "true"); // announce the reply once, complete, not token by token
     this.#busy(true);
     let reply = "";
     try {
+      if (job) return await job();
       for (let round = 0; ; round++) {
         const turn = await this.#turn(round < this.maxToolRounds);
         reply = turn.message.content;
@@ -218,23 +371,29 @@ export class LLMChatElement extends HTMLElement {
         }
       }
     } catch (error) {
-      this.history.length = start.history; // a turn cut by an error is not kept half-written
-      while (log.children.length > start.bubbles) log.lastElementChild.remove();
+      if (from !== null) this.history.length = from; // a turn cut by an error is not kept half-written
+      while (log.children.length > bubbles) log.lastElementChild.remove();
       this.#status(error.message, "error");
       this.#fire("llm-error", { code: error.code || "error", message: error.message });
+      if (job) throw error;
     } finally {
       this.current = null;
       log.setAttribute("aria-busy", "false");
       this.#busy(false);
+      if (!job) this.#save();
     }
     return reply;
+  }
+
+  #messages() {
+    const system = this.getAttribute("system-prompt");
+    return [...(system ? [{ role: "system", content: system }] : []), ...this.history];
   }
 
   // One completion, streamed into bubbles: the content, a reasoning model's thinking, and tool calls as they form.
   async #turn(toolsAllowed) {
     const log = this.$(".log");
-    const system = this.getAttribute("system-prompt");
-    const messages = [...(system ? [{ role: "system", content: system }] : []), ...this.history];
+    const messages = this.#messages();
     const tools = Array.isArray(this.tools) && this.tools.length ? this.tools : null;
     const stream = await this.engine.chat.completions.create({
       messages, stream: true, max_tokens: this.#number("max-tokens", 256),
@@ -258,8 +417,8 @@ export class LLMChatElement extends HTMLElement {
       }
       if (piece) {
         content += piece;
-        bubble ??= this.#bubble("assistant", "");
-        bubble.textContent = content; // text, never markup: model output cannot inject HTML or script
+        bubble ??= this.#bubble("assistant", "", this.history.length);
+        this.#show(bubble, content); // DOM nodes or text, never markup: model output cannot inject HTML or script
       }
       for (const part of delta.tool_calls ?? []) {
         const call = (calls[part.index] ??= { id: "", type: "function", function: { name: "", arguments: "" } });
@@ -279,7 +438,7 @@ export class LLMChatElement extends HTMLElement {
     }
     const message = { role: "assistant", content };
     if (calls.length && finish === "tool_calls") message.tool_calls = calls;
-    else if (!bubble) this.#bubble("assistant", "");
+    else if (!bubble) this.#bubble("assistant", "", this.history.length);
     return { message };
   }
 
@@ -306,29 +465,129 @@ export class LLMChatElement extends HTMLElement {
     this.current?.controller.abort();
   }
 
-  // Clear the conversation.
+  // Clear the conversation (and its saved copy).
   reset() {
     this.stop();
     this.history = [];
     this.$(".log").replaceChildren();
     this.engine?.reset();
+    this.#save();
   }
 
-  #bubble(role, text) {
+  // The log drawn again from this.history (after a restore, an edit or a regeneration).
+  #renderLog() {
+    this.$(".log").replaceChildren();
+    const names = new Map();
+    this.history.forEach((message, index) => {
+      if (message.role === "user") this.#bubble("user", message.content ?? "", index);
+      else if (message.role === "tool") {
+        this.#bubble("tool", `${names.get(message.tool_call_id) ?? "tool"} → ${message.content}`);
+      } else {
+        for (const call of message.tool_calls ?? []) {
+          names.set(call.id, call.function.name);
+          this.#bubble("tool", `${call.function.name}(${call.function.arguments})`);
+        }
+        if (message.content || !message.tool_calls) this.#bubble("assistant", message.content ?? "", index);
+      }
+    });
+  }
+
+  // One message of the log. `index` is its place in this.history (user messages and replies get actions: edit;
+  // copy and regenerate).
+  #bubble(role, text, index = null) {
     const item = document.createElement("li");
     item.className = `message ${role}`;
     item.setAttribute("part", `message ${role}`);
+    if (index !== null) item.dataset.index = index;
     const label = document.createElement("span");
     label.className = "visually-hidden";
     label.textContent = { user: "You said: ", reasoning: "Thinking: ", tool: "Tool: " }[role] || "Reply: ";
-    const body = document.createElement("span");
-    body.textContent = text;
+    const markdown = role === "assistant" && this.getAttribute("render") !== "text";
+    const body = document.createElement(markdown ? "div" : "span");
+    body.className = markdown ? "body md" : "body";
+    if (markdown) body.view = new MarkdownView(body, { copy: (code, button) => this.#copy(code, button) });
     item.append(label, body);
+    if (role === "assistant") {
+      item.append(this.#actions(["Copy", "copy", () => this.#copy(item.text, item.querySelector(".copy"))],
+        ["Regenerate", "regenerate", () => this.regenerate()]));
+    }
+    if (role === "user" && index !== null) item.append(this.#actions(["Edit", "edit", () => this.#editing(item)]));
+    this.#show(body, text);
     this.$(".log").append(item);
     return body;
   }
 
+  #show(body, text) {
+    body.parentElement.text = text; // what Copy copies: the reply's own text, not its rendering
+    if (body.view) body.view.update(text);
+    else body.textContent = text;
+  }
+
+  #actions(...buttons) {
+    const bar = document.createElement("div");
+    bar.className = "actions";
+    bar.setAttribute("part", "actions");
+    for (const [label, cls, action] of buttons) {
+      const button = document.createElement("button");
+      button.type = "button";
+      button.className = cls;
+      button.textContent = label;
+      button.addEventListener("click", action);
+      bar.append(button);
+    }
+    return bar;
+  }
+
+  // Edit a user message in place: its bubble becomes a text box; sending it cuts the conversation there.
+  #editing(item) {
+    if (this.current || this.busy || item.querySelector(".editing")) return;
+    const index = Number(item.dataset.index);
+    const form = document.createElement("form");
+    form.className = "editing";
+    const box = document.createElement("textarea");
+    box.value = this.history[index].content;
+    box.setAttribute("aria-label", "Edit your message");
+    const save = this.#actions(["Send", "save", () => form.requestSubmit()], ["Cancel", "cancel", () => {
+      form.remove();
+      item.querySelector(".body").hidden = false;
+    }]);
+    save.querySelector(".save").type = "submit";
+    form.append(box, save);
+    form.addEventListener("submit", (event) => {
+      event.preventDefault();
+      this.edit(index, box.value);
+    });
+    item.querySelector(".body").hidden = true;
+    item.querySelector(".actions").before(form);
+    box.focus();
+  }
+
+  // Copy text to the clipboard; where the Clipboard API is missing or refused, through a selected text box.
+  async #copy(text, button) {
+    let ok = false;
+    try {
+      await navigator.clipboard.writeText(text);
+      ok = true;
+    } catch {
+      const area = document.createElement("textarea");
+      area.value = text;
+      area.setAttribute("readonly", "");
+      area.style.cssText = "position: fixed; opacity: 0; pointer-events: none;";
+      this.shadowRoot.append(area);
+      area.select();
+      try { ok = document.execCommand("copy"); } catch { ok = false; }
+      area.remove();
+    }
+    if (button) {
+      const label = button.textContent;
+      button.textContent = ok ? "Copied" : "Copy failed";
+      setTimeout(() => { button.textContent = label; }, 1500);
+    }
+    return ok;
+  }
+
   #busy(busy) {
+    this.busy = busy;
     this.$(".send").disabled = busy;
     this.$(".stop").hidden = !busy;
     if (!busy) this.$("textarea").focus();

@@ -71,10 +71,7 @@ export class ModelStore {
   // Tabs of one origin share OPFS: whatever reads or writes this model's files runs under one Web Lock per URL,
   // so a second tab waits for the first one's download and then finds the file complete instead of failing.
   async #locked(job) {
-    if (!this.key) {
-      const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(this.url));
-      this.key = Array.from(new Uint8Array(digest), (b) => b.toString(16).padStart(2, "0")).join("").slice(0, 32);
-    }
+    this.key ??= await modelKey(this.url);
     if (!navigator.locks) return job();
     return navigator.locks.request(`llmchat-model:${this.key}`, job);
   }
@@ -128,20 +125,21 @@ export class ModelStore {
 
   // Refuse before downloading when the origin's storage quota cannot hold the rest of the file.
   async checkQuota() {
-    if (this.complete || !navigator.storage?.estimate) return;
-    const { quota = Infinity, usage = 0 } = await navigator.storage.estimate();
-    const need = this.size - this.have;
-    if (quota - usage < need) {
-      throw new ModelError("quota", `not enough storage for the model: it needs ${mib(need)} more and this site ` +
-        `may use ${mib(Math.max(0, quota - usage))}; free some space or use a smaller model`);
-    }
+    return checkQuota([this]);
   }
 
   // Download what is missing, resuming after failures, then verify. Safe to call on a complete store.
   async download() {
     await this.#locked(async () => {
       if (!this.complete) await this.#resync();
-      if (!this.complete) return this.#download();
+      if (!this.complete) {
+        try {
+          return await this.#download();
+        } catch (error) { // a full storage met anywhere else (metadata, flush) says the same as a full write
+          if (error?.name === "QuotaExceededError") throw await quotaError(this.size, this.size - this.have, this.url);
+          throw error;
+        }
+      }
       this.onProgress({ phase: "download", loaded: this.size, total: this.size, cached: true });
     });
   }
@@ -208,7 +206,8 @@ export class ModelStore {
           if (error instanceof ModelError) {
             handle.truncate(this.have); // only whole, in-order bytes stay: the next visit resumes after them
             handle.flush();
-            await this.#writeMeta();
+            await this.#writeMeta().catch(() => {});
+            if (error.code === "quota") throw await quotaError(this.size, this.size - this.have, this.url);
             throw error;
           }
           if (this.have > start) failures = 0; // it moved: only consecutive failures without progress count
@@ -217,7 +216,9 @@ export class ModelStore {
               `byte ${this.have} of ${this.size} (${error.message}); it will resume from there next time`);
           }
           handle.flush();
-          await this.#writeMeta();
+          // The metadata only records progress here (resuming goes by the file's size): a full storage must not
+          // turn a network failure into another error.
+          await this.#writeMeta().catch(() => {});
           this.resumes++;
           await sleep(Math.min(8000, this.backoffMs * 2 ** (failures - 1)));
         }
@@ -262,8 +263,7 @@ export class ModelStore {
 
   // Forget this model (bytes and metadata).
   async remove() {
-    await this.dir.removeEntry(`${this.key}.gguf`).catch(() => {});
-    await this.dir.removeEntry(`${this.key}.json`).catch(() => {});
+    await removeFiles(this.dir, this.key);
   }
 
   // Re-hash what an earlier, interrupted download left on disk, so the digest covers the whole file.
@@ -405,9 +405,12 @@ export class ModelStore {
     const file = await this.dir.getFileHandle(`${this.key}.json`, { create: true });
     const handle = await file.createSyncAccessHandle();
     try {
-      const bytes = new TextEncoder().encode(JSON.stringify({ ...this.meta, have: this.have }));
-      handle.truncate(0);
+      // Overwritten in place, padded to whole KiB: the file keeps its size, so a full storage cannot leave it
+      // truncated (a write that needs more space fails before it changes a byte).
+      const json = JSON.stringify({ ...this.meta, have: this.have });
+      const bytes = new TextEncoder().encode(json.padEnd(Math.ceil((json.length + 1) / 1024) * 1024, " "));
       handle.write(bytes, { at: 0 });
+      if (handle.getSize() > bytes.length) handle.truncate(bytes.length);
       handle.flush();
     } finally {
       handle.close();
@@ -416,5 +419,160 @@ export class ModelStore {
 }
 
 function mib(bytes) {
-  return `${(bytes / 2 ** 20).toFixed(0)} MiB`;
+  return `${(bytes / 2 ** 20).toFixed(bytes < 10 * 2 ** 20 ? 1 : 0)} MiB`;
+}
+
+// The name of a model's files in OPFS: the first 32 hex digits of the sha256 of its absolute URL.
+export async function modelKey(url) {
+  const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(url));
+  return Array.from(new Uint8Array(digest), (b) => b.toString(16).padStart(2, "0")).join("").slice(0, 32);
+}
+
+async function removeFiles(dir, key) {
+  await dir.removeEntry(`${key}.gguf`).catch(() => {});
+  await dir.removeEntry(`${key}.json`).catch(() => {});
+}
+
+// Refuse before downloading when the origin's storage quota cannot hold what is missing of `stores` (the shards
+// of one model count together).
+export async function checkQuota(stores) {
+  if (!navigator.storage?.estimate) return;
+  const need = stores.reduce((n, s) => n + (s.complete ? 0 : s.size - s.have), 0);
+  if (!need) return;
+  const { quota = Infinity, usage = 0 } = await navigator.storage.estimate();
+  if (quota - usage < need) {
+    // Files that hold no byte yet are not kept as downloads to resume: nothing of the model stays behind.
+    for (const store of stores) if (!store.have) await store.remove();
+    throw await quotaError(stores.reduce((n, s) => n + s.size, 0), need, stores[0].url, { quota, usage });
+  }
+}
+
+// The message of a full storage: the model's size, what is missing of it, and what this site may still use.
+async function quotaError(size, need, url, estimate = null) {
+  const { quota = Infinity, usage = 0 } = estimate ?? (await navigator.storage?.estimate?.().catch(() => null)) ?? {};
+  const room = Number.isFinite(quota) ? Math.max(0, quota - usage) : null;
+  // The estimate is advisory: a browser may refuse a write with room left on paper (disk space, an override).
+  const space = room === null || room >= need
+    ? `, and the browser refused to store more for this site (it reports ${room === null ? "an unknown amount" :
+      mib(room)} free, but the disk or the browser's own limits decide)`
+    : `, and the browser lets this site store ${mib(room)} more (it uses ${mib(usage)} of ${mib(quota)})`;
+  const error = new ModelError("quota", `not enough storage for the model ${url}: it is ${mib(size)}` +
+    (need < size ? ` (${mib(need)} still to download)` : "") + `${space}. Delete ` +
+    "stored models you no longer need, or free space in the browser's site settings, or use a smaller model; " +
+    "what was downloaded is kept and the download resumes from there.");
+  Object.assign(error, { size, need, quota, usage });
+  return error;
+}
+
+// -- Managing stored models from a page (no engine or worker needed) ------------------------------------------------
+
+const SHARD = /^(.*)-(\d{5})-of-(\d{5})\.gguf$/; // gguf-split's names, as core/gguf.py reads them
+
+async function modelsDir(create = false) {
+  if (!navigator.storage?.getDirectory) return null;
+  const root = await navigator.storage.getDirectory();
+  try {
+    return await root.getDirectoryHandle(DIR, { create });
+  } catch {
+    return null;
+  }
+}
+
+// Every file the store holds, with its metadata: [{key, url, size, have, complete, sha256, stored, bytes}].
+async function storedFiles() {
+  const dir = await modelsDir();
+  if (!dir) return [];
+  const files = new Map();
+  for await (const [name, handle] of dir.entries()) {
+    const match = /^([0-9a-f]{32})\.(gguf|json)$/.exec(name);
+    if (!match || handle.kind !== "file") continue;
+    const entry = files.get(match[1]) ?? { key: match[1], bytes: 0, meta: null };
+    let file;
+    try {
+      file = await handle.getFile();
+    } catch { // being written by a download right now (its sync access handle is open)
+      entry.busy = true;
+      files.set(match[1], entry);
+      continue;
+    }
+    if (match[2] === "gguf") {
+      entry.bytes = file.size;
+      entry.modified = file.lastModified;
+    } else {
+      try { entry.meta = JSON.parse(await file.text()); } catch { entry.meta = null; }
+    }
+    files.set(match[1], entry);
+  }
+  return [...files.values()];
+}
+
+// The models in this origin's store, shards of a split model grouped under their first shard's URL:
+// [{url, size (bytes of the whole model), stored (bytes on disk), date (ISO, last written), complete, partial,
+//   sha256 (hex, only when the download was checked against an integrity the page gave), files (shard URLs)}].
+// A partial entry is a download that stopped (network, full storage, a closed tab): it resumes on the next load.
+export async function listModels() {
+  const groups = new Map();
+  for (const file of await storedFiles()) {
+    const meta = file.meta;
+    const url = meta?.url ?? null;
+    const shard = url && SHARD.exec(new URL(url).pathname);
+    const id = shard ? url.replace(/-\d{5}-of-(\d{5})\.gguf(?=$|[?#])/, "-00001-of-$1.gguf") : url ?? file.key;
+    const group = groups.get(id) ?? { url: id, size: 0, stored: 0, date: 0, complete: true, files: [], sha256: [],
+      count: shard ? Number(shard[3]) : 1 };
+    group.size += meta?.size ?? 0;
+    group.stored += file.busy ? meta?.have ?? 0 : file.bytes;
+    group.date = Math.max(group.date, file.modified ?? 0);
+    group.complete &&= Boolean(!file.busy && meta?.complete && meta.size === file.bytes);
+    group.files.push(url ?? file.key);
+    group.sha256.push(meta?.sha256 ?? null);
+    groups.set(id, group);
+  }
+  return [...groups.values()].map((g) => {
+    const complete = g.complete && g.files.length === g.count;
+    const order = g.files.map((f, i) => [f, g.sha256[i]]).sort(([a], [b]) => (a < b ? -1 : 1));
+    const hashes = order.map(([, h]) => h);
+    return { url: g.url, size: g.size, stored: g.stored, date: g.date ? new Date(g.date).toISOString() : null,
+      complete, partial: !complete, sha256: hashes.every(Boolean) ? (hashes.length === 1 ? hashes[0] : hashes) : null,
+      files: order.map(([f]) => f) };
+  }).sort((a, b) => (a.url < b.url ? -1 : 1));
+}
+
+// Whether the model at `url` (any shard's URL for a split model) is stored whole, ready to load offline.
+export async function hasModel(url) {
+  const want = absolute(url);
+  return (await listModels()).some((m) => m.complete && (m.url === want || m.files.includes(want)));
+}
+
+// Remove every piece of the model at `url` (all shards of a split model, partial downloads, metadata). Resolves
+// with the bytes freed; throws ModelError "busy" while a tab of this site is downloading it.
+export async function deleteModel(url) {
+  const want = absolute(url);
+  const model = (await listModels()).find((m) => m.url === want || m.files.includes(want));
+  const dir = await modelsDir();
+  if (!model || !dir) return 0;
+  for (const file of model.files) {
+    const key = /^[0-9a-f]{32}$/.test(file) ? file : await modelKey(file);
+    const job = () => removeFiles(dir, key);
+    if (!navigator.locks) await job();
+    else {
+      await navigator.locks.request(`llmchat-model:${key}`, { ifAvailable: true }, async (lock) => {
+        if (!lock) throw new ModelError("busy", `${file} is being downloaded by a tab of this site; stop it first`);
+        await job();
+      });
+    }
+  }
+  return model.stored;
+}
+
+// What the browser lets this site store and what it uses (navigator.storage.estimate), with what llmchat's
+// models take of it: {quota, usage, free, models (bytes), persisted}.
+export async function storageEstimate() {
+  const { quota = null, usage = null } = (await navigator.storage?.estimate?.().catch(() => null)) ?? {};
+  const models = (await storedFiles()).reduce((n, f) => n + f.bytes, 0);
+  const persisted = (await navigator.storage?.persisted?.().catch(() => false)) ?? false;
+  return { quota, usage, free: quota === null ? null : Math.max(0, quota - usage), models, persisted };
+}
+
+function absolute(url) {
+  return new URL(url, globalThis.location?.href).href;
 }

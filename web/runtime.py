@@ -11,7 +11,7 @@ import time
 
 from ..api import LLM
 from ..browser_source import BrowserSource
-from ..errors import InvalidRequestError
+from ..errors import InvalidRequestError, SourceError
 from ..gguf import GGUFFile, open_gguf
 from ..gpu.browser import BrowserDevice
 from ..gpu.device import AdapterInfo
@@ -36,20 +36,35 @@ def plan(gguf: GGUFFile, info: AdapterInfo, context: int, gpu_budget: int = 0) -
     return {**result, "model": config.name or config.arch, "vocab": config.vocab_size, "layers": config.n_layer}
 
 
-def check(store, bridge, context: int, gpu_budget: int) -> str:
+def open_model(store, open_shard=None) -> GGUFFile:
+    """The model in `store`; a split model's other shards come from `open_shard(url)`, a JS function that resolves
+    to their stores (the worker opens each once). The shard rules (names, split.* keys) are core/gguf.py's."""
+    opener = None
+    if open_shard is not None:
+        from pyodide.ffi import JsException, run_sync
+
+        def opener(name: str) -> BrowserSource:
+            try:
+                return BrowserSource(run_sync(open_shard(name)))
+            except JsException as e:  # open_gguf names the shard that is missing
+                raise SourceError(str(e)) from None
+    return open_gguf(BrowserSource(store), **({"opener": opener} if opener else {}))
+
+
+def check(store, bridge, context: int, gpu_budget: int, open_shard=None) -> str:
     """Parse the header (Range reads, no weights) and judge the model on this adapter. Returns the plan as JSON."""
     device = BrowserDevice(bridge)
-    with open_gguf(BrowserSource(store)) as gguf:
+    with open_model(store, open_shard) as gguf:
         result = plan(gguf, device.info, context, gpu_budget)
     _state["device"] = device
     result["adapter"] = device.info.as_dict()
     return json.dumps(result)
 
 
-def load(store, context: int) -> str:
+def load(store, context: int, open_shard=None) -> str:
     """Build the model on the GPU from the store's (now local) bytes; returns load facts as JSON."""
     t0 = time.perf_counter()
-    llm = LLM(BrowserSource(store), context=context, device=_state["device"], max_tokens_per_step=STEP_TOKENS)
+    llm = LLM(open_model(store, open_shard), context=context, device=_state["device"], max_tokens_per_step=STEP_TOKENS)
     _state["llm"] = llm
     return json.dumps({"load_s": time.perf_counter() - t0, "context": llm.context,
                        "dispatches_per_token": llm.engine.dispatches_per_step()})

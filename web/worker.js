@@ -19,7 +19,7 @@
 
 import { isSoftwareAdapter } from "./adapter.js";
 import { requestGPU } from "./gpu.js";
-import { ModelError, ModelStore } from "./model-store.js";
+import { ModelError, ModelStore, checkQuota } from "./model-store.js";
 
 const post = (message) => self.postMessage(message);
 let pyodide = null;
@@ -59,7 +59,7 @@ async function load({ model, integrity, context = 2048, pyodideURL, distURL }) {
       "the model will answer slowly, a few words per second." });
   }
   post({ type: "status", text: "Starting Python and reading the model header" });
-  const progress = (p) => post({ type: "progress", ...p });
+  const progress = (p) => post({ type: "progress", ...p, ...shards.totals(p.phase) });
   // Nothing that can run waits: Pyodide boots while the header arrives, and the weights download while it boots.
   // Python's plan (llmchat.memory, from the header) judges the model once Python is up; a refusal stops the
   // download (what arrived stays for a later resume, as after any interruption).
@@ -68,46 +68,89 @@ async function load({ model, integrity, context = 2048, pyodideURL, distURL }) {
   at("gpu_s");
   const booting = bootPython(pyodideURL, distURL).then((py) => { at("boot_s"); return py; });
   booting.catch(() => {}); // awaited below; a failure meanwhile must not surface as unhandled
-  store = await ModelStore.open(model, { integrity, onProgress: progress });
+  const open = (url) => ModelStore.open(url, { integrity: shards.integrity(url, integrity), onProgress: progress });
+  store = await open(model);
+  shards.add(store, open);
   at("header_s");
   await store.checkQuota();
   // Only a file that starts like a GGUF model downloads early: anything else is refused by Python's parser below,
-  // with its reason, after no more than its first bytes.
+  // with its reason, after no more than its first bytes. The other shards of a split model start once Python has
+  // read the first one's header and asked for them.
   let downloading = null;
-  const download = () => {
-    downloading ??= store.download().then(() => at("download_s"));
-    downloading.catch(() => {});
-    return downloading;
-  };
   if (store.complete || startsLikeGGUF(store.probe)) {
     if (!store.complete) post({ type: "status", text: "Downloading the model while Python starts" });
-    download();
+    downloading = store.download();
+    downloading.catch(() => {});
   }
   let plan;
   try {
     pyodide = await booting;
     runtime = pyodide.pyimport("llmchat.web.runtime");
-    plan = JSON.parse(await runtime.check.callPromising(store, bridge, context, gpuBudget()));
+    plan = JSON.parse(await runtime.check.callPromising(store, bridge, context, gpuBudget(), shards.open));
     at("check_s");
   } catch (error) {
     store.cancel();
     await downloading?.catch(() => {});
     throw error;
   }
-  store.loadTotal = plan.upload;  // bytes read from the file (the GPU may hold them repacked, larger)
-  if (!store.complete) post({ type: "status", text: "Downloading the model" });
-  await download();
+  const files = shards.all();
+  for (const s of files) s.loadTotal = plan.upload;  // bytes read from the file (the GPU may hold them repacked)
+  await checkQuota(files);
+  if (files.some((s) => !s.complete)) post({ type: "status", text: "Downloading the model" });
+  await downloading;
+  for (const s of files) await s.download();
+  at("download_s");
   post({ type: "status", text: "Loading the model onto the GPU" });
-  const loaded = JSON.parse(await runtime.load.callPromising(store, plan.context));
+  const loaded = JSON.parse(await runtime.load.callPromising(store, plan.context, shards.open));
   at("gpu_load_s");
   post({ type: "ready", info: { ...plan, ...loaded, software, fromCache: store.fromCache,
-    requests: store.requests, resumes: store.resumes, sha256: store.meta?.sha256 ?? null, phases,
+    requests: sum(files, "requests"), resumes: sum(files, "resumes"), files: files.length,
+    sha256: files.length > 1 ? files.map((s) => s.meta?.sha256 ?? null) : store.meta?.sha256 ?? null, phases,
     gpu: { ...bridge.stats },
     load_ms: performance.now() - t0 } });
 }
 
 const GGUF_MAGIC = [0x47, 0x47, 0x55, 0x46]; // "GGUF"
 const startsLikeGGUF = (bytes) => bytes?.length >= 4 && GGUF_MAGIC.every((b, i) => bytes[i] === b);
+
+// The files of the model: one, or each shard of a split model (`name-00001-of-00003.gguf` ...). Python finds the
+// shards from the first one's header (core/gguf.py) and asks for each through `open`; each is opened once, and
+// downloads, resumes and verifies on its own. Progress covers them all. `integrity` may list one sha256 per shard,
+// in shard order, separated by spaces.
+const shards = {
+  opening: new Map(), // absolute URL → Promise of its ModelStore
+  opened: new Map(), // absolute URL → ModelStore, in the order Python asked for them (shard order)
+  opener: null,
+  add(first, opener) {
+    this.opening.set(first.url, Promise.resolve(first));
+    this.opened.set(first.url, first);
+    this.opener = opener;
+  },
+  open: (url) => {
+    const key = new URL(url, self.location.href).href;
+    if (!shards.opening.has(key)) {
+      shards.opening.set(key, shards.opener(key).then((s) => (shards.opened.set(key, s), s)));
+    }
+    return shards.opening.get(key);
+  },
+  all() {
+    return [...this.opened.values()];
+  },
+  integrity(url, integrity) {
+    const hashes = (integrity || "").trim().split(/\s+/).filter(Boolean);
+    if (hashes.length < 2) return integrity;
+    const match = /-(\d{5})-of-\d{5}\.gguf$/.exec(new URL(url, self.location.href).pathname);
+    return hashes[match ? Number(match[1]) - 1 : 0] ?? null;
+  },
+  totals(phase) {
+    const files = this.all();
+    if (files.length < 2) return {};
+    return phase === "download" ? { loaded: sum(files, "have"), total: sum(files, "size") } :
+      { loaded: sum(files, "loaded"), total: files[0].loadTotal };
+  },
+};
+
+const sum = (items, key) => items.reduce((n, item) => n + item[key], 0);
 
 async function bootPython(pyodideURL, distURL) {
   const index = new URL(pyodideURL || distURL, self.location.href).href;
