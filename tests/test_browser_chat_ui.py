@@ -13,7 +13,7 @@ import time
 import pytest
 
 from browser_server import WebServer
-from test_browser import (MODEL, SYSTEM, TIMEOUT, WEB, _launch, ask, browser_env, events,  # noqa: F401 (fixtures)
+from test_browser import (MODEL, SYSTEM, WEB, _launch, ask, events,  # noqa: F401 (fixtures)
                           shots, wait_event)
 
 REPLY = "\n".join([
@@ -58,8 +58,8 @@ def shadow(page, script: str):
     return page.evaluate(f"(() => {{ const root = document.querySelector('llm-chat').shadowRoot; {script} }})()")
 
 
-def test_markdown_replies_are_dom_nodes_and_inert(browser_env, remote, tmp_path, shots):
-    context = _launch(browser_env, tmp_path / "profile")
+def test_markdown_replies_are_dom_nodes_and_inert(launch_profile, remote, tmp_path, shots):
+    context = _launch(launch_profile, tmp_path / "profile")
     requests: list[str] = []
     try:
         page = context.new_page()
@@ -101,8 +101,8 @@ def test_markdown_replies_are_dom_nodes_and_inert(browser_env, remote, tmp_path,
         context.close()
 
 
-def test_copy_buttons_use_the_clipboard_or_a_fallback(browser_env, remote, tmp_path):
-    context = _launch(browser_env, tmp_path / "profile")
+def test_copy_buttons_use_the_clipboard_or_a_fallback(launch_profile, remote, tmp_path):
+    context = _launch(launch_profile, tmp_path / "profile")
     try:
         context.grant_permissions(["clipboard-read", "clipboard-write"], origin=remote.url)
         page = context.new_page()
@@ -131,8 +131,8 @@ def test_copy_buttons_use_the_clipboard_or_a_fallback(browser_env, remote, tmp_p
         context.close()
 
 
-def test_streaming_rerenders_only_the_last_block_and_render_text_stays_plain(browser_env, remote, tmp_path):
-    context = _launch(browser_env, tmp_path / "profile")
+def test_streaming_rerenders_only_the_last_block_and_render_text_stays_plain(launch_profile, remote, tmp_path):
+    context = _launch(launch_profile, tmp_path / "profile")
     try:
         page = context.new_page()
         page.goto(f"{remote.url}/plain.html")
@@ -175,8 +175,8 @@ def test_streaming_rerenders_only_the_last_block_and_render_text_stays_plain(bro
         context.close()
 
 
-def test_a_conversation_survives_a_reload_unless_persist_is_false(browser_env, remote, tmp_path):
-    context = _launch(browser_env, tmp_path / "profile")
+def test_a_conversation_survives_a_reload_unless_persist_is_false(launch_profile, remote, tmp_path):
+    context = _launch(launch_profile, tmp_path / "profile")
     try:
         page = context.new_page()
         page.goto(f"{remote.url}/remote.html")
@@ -210,13 +210,13 @@ def done_after(page, n: int) -> dict:
     return wait_event(page, "llm-done", after=n)
 
 
-def test_reload_rebuilds_the_kv_cache_and_edit_and_regenerate_reuse_it(browser_env, smollm2_path, tmp_path, shots):
+def test_reload_rebuilds_the_kv_cache_and_edit_and_regenerate_reuse_it(launch_profile, smollm2_path, tmp_path, shots):
     with WebServer(WEB, smollm2_path.parent) as srv:
         srv.pages["/local.html"] = f"""<!doctype html><script type="module" src="/llm-chat.js"></script>
             <script>document.addEventListener("llm-restore", (e) => window.__events.push(["llm-restore", e.detail]));
             </script>
             <llm-chat id="local" model="{MODEL}" system-prompt="{SYSTEM}" max-tokens="3"></llm-chat>"""
-        context = _launch(browser_env, tmp_path / "profile")
+        context = _launch(launch_profile, tmp_path / "profile")
         try:
             page = context.new_page()
             page.goto(f"{srv.url}/local.html")

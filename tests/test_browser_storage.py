@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from browser_server import WebServer
-from test_browser import WEB, _launch, browser_env, events, shots  # noqa: F401 (fixtures)
+from test_browser import WEB, _launch, events, shots  # noqa: F401 (fixtures)
 
 SPLIT = "tinysplit-00001-of-00003.gguf"
 PROMPT = "hello there"
@@ -90,11 +90,11 @@ def api_page(context, site):
     return page
 
 
-def test_list_has_delete_and_estimate_without_an_engine(browser_env, site, models, tmp_path):
+def test_list_has_delete_and_estimate_without_an_engine(launch_profile, site, models, tmp_path):
     tiny = models / "tiny.gguf"
     sha = hashlib.sha256(tiny.read_bytes()).hexdigest()
     url = f"{site.url}/models/tiny.gguf"
-    context = _launch(browser_env, tmp_path / "profile")
+    context = _launch(launch_profile, tmp_path / "profile")
     try:
         page = api_page(context, site)
         assert page.evaluate("api.listModels()") == []
@@ -127,11 +127,11 @@ def test_list_has_delete_and_estimate_without_an_engine(browser_env, site, model
         context.close()
 
 
-def test_a_split_model_downloads_resumes_and_loads_as_one(browser_env, site, models, tmp_path):
+def test_a_split_model_downloads_resumes_and_loads_as_one(launch_profile, site, models, tmp_path):
     want = greedy(models / SPLIT, 4)
     shards = sorted(p.name for p in models.glob("tinysplit-*.gguf"))
     assert len(shards) == 3
-    context = _launch(browser_env, tmp_path / "profile")
+    context = _launch(launch_profile, tmp_path / "profile")
     try:
         page = api_page(context, site)
         site.log.clear()
@@ -163,13 +163,13 @@ def test_a_split_model_downloads_resumes_and_loads_as_one(browser_env, site, mod
         context.close()
 
 
-def test_a_split_model_with_a_missing_shard_names_it(browser_env, models, tmp_path):
+def test_a_split_model_with_a_missing_shard_names_it(launch_profile, models, tmp_path):
     folder = tmp_path / "models"
     folder.mkdir()
     for name in ("tinysplit-00001-of-00003.gguf", "tinysplit-00003-of-00003.gguf"):
         (folder / name).write_bytes((models / name).read_bytes())
     with WebServer(WEB, folder) as srv:
-        context = _launch(browser_env, tmp_path / "profile")
+        context = _launch(launch_profile, tmp_path / "profile")
         try:
             page = api_page(context, srv)
             error = page.evaluate(f"generate('/models/{SPLIT}').then(() => null, (e) => ({{ code: e.code, "
@@ -188,10 +188,10 @@ def set_quota(context, page, origin: str, size: int | None) -> None:
     cdp.send("Storage.overrideQuotaForOrigin", {"origin": origin, **({"quotaSize": size} if size else {})})
 
 
-def test_storage_filling_up_during_a_download_leaves_a_partial_that_can_be_deleted(browser_env, site, models,
+def test_storage_filling_up_during_a_download_leaves_a_partial_that_can_be_deleted(launch_profile, site, models,
                                                                                    tmp_path, shots):
     size = (models / "big.gguf").stat().st_size
-    context = _launch(browser_env, tmp_path / "profile")
+    context = _launch(launch_profile, tmp_path / "profile")
     try:
         page = context.new_page()
         site.pages["/quota.html"] = QUOTA_PAGE
