@@ -20,7 +20,7 @@ from .gpu.kvlayout import blocks_for
 from .gpu.recorder import Act, Recorder
 from .kv_cache import KVCache
 from .memory import candidates_bytes, inputs_bytes, step_bucket
-from .models.base import Activations, Model
+from .models.base import Activations, Model, state_widths
 
 
 @dataclass
@@ -50,7 +50,8 @@ class Engine:
         self.kernels = kernels
         self.context = context
         n_blocks = None if cache_positions is None else blocks_for(cache_positions)
-        self.kv = KVCache(device, model.kv_widths(), n_slots=n_slots, context=context, n_blocks=n_blocks)
+        self.kv = KVCache(device, model.kv_widths(), n_slots=n_slots, context=context, n_blocks=n_blocks,
+                          state_widths=state_widths(model))
         self.max_step = step_bucket(max_tokens_per_step)
         # The two step counts share one uniform buffer, so a step writes them at once.
         self._counts = device.buffer(BINDING_ALIGN + 16, "step counts", uniform=True)
@@ -108,6 +109,7 @@ class Engine:
             if end > self.context:
                 raise ContextOverflowError(f"sequence needs {end} positions; the context holds {self.context}")
             self.kv.reserve(f.slot, end)
+            self.kv.advance(f.slot, f.start, end)
             first = len(tokens) // 4
             for i, tok in enumerate(f.tokens):
                 if not 0 <= tok < vocab:
