@@ -93,7 +93,7 @@ def write_model(path: Path, *, arch: str = "llama", label: str | None = None, qt
                 llama3_rope: dict | None = None, sliding_window: int = 0, rope_base_swa: float | None = None,
                 rope_linear: float | None = None, rope_dim: int | None = None, original_context: int | None = None,
                 attention_bias: bool = False, conv_layers: tuple[bool, ...] | None = None, l_cache: int = 3,
-                metadata: dict[str, object] | None = None) -> Path:
+                vocab_size: int | None = None, metadata: dict[str, object] | None = None) -> Path:
     """Write a random model of `arch` as the converter would, under `general.architecture` = `label` (default
     `arch`; a different label writes the same tensors and keys under another architecture name).
 
@@ -108,6 +108,8 @@ def write_model(path: Path, *, arch: str = "llama", label: str | None = None, qt
         factors, attention factor from context_length / original_context);
       lfm2: `conv_layers` (per layer: a short-convolution block, else attention; default: all but the last) with
         `l_cache` taps; `sliding_window` for the attention layers. The output is always tied.
+    `vocab_size` pads the vocabulary with unreachable tokens to that size (a realistic output projection for speed
+    measurements).
     `metadata` overwrites keys after the converter's are written (a value, kept in the type the key had, or a
     `(value, GGUFValueType)` pair) or removes them (None), leaving the tensors as they are: a file whose metadata
     contradicts its tensors.
@@ -136,6 +138,7 @@ def write_model(path: Path, *, arch: str = "llama", label: str | None = None, qt
     known = set(gguf.MODEL_TENSORS[model_arch])
     rng = np.random.default_rng(seed)
     vocab = vocabulary()
+    vocab += [f"<pad{i}>" for i in range(max(0, (vocab_size or 0) - len(vocab)))]
     hd = head_dim or n_embd // n_head
     w = gguf.GGUFWriter(str(path), label or gguf.MODEL_ARCH_NAMES[model_arch])
     # Not the architecture's name: llama.cpp adjusts the tokens of Phi-3 SentencePiece vocabularies (looking up
@@ -157,11 +160,11 @@ def write_model(path: Path, *, arch: str = "llama", label: str | None = None, qt
         w.add_value_length(hd)
     if arch in ("llama", "mistral", "smollm3", "lfm2"):
         w.add_vocab_size(len(vocab))
+        w.add_rope_dimension_count(hd)
     if arch == "lfm2":
         w.add_shortconv_l_cache(l_cache)
         if sliding_window:
             w.add_sliding_window(sliding_window)
-        w.add_rope_dimension_count(hd)
     if arch == "gemma3" and sliding_window:  # absent when every layer is global (sliding_window_pattern 1)
         w.add_sliding_window(sliding_window)
     if arch == "gemma3" and rope_base_swa is not None:
