@@ -22,3 +22,23 @@ def conv_state(history: np.ndarray, taps: int) -> np.ndarray:
     position 0)."""
     n_embd = history.shape[1]
     return np.concatenate([np.zeros((taps - 1, n_embd)), history])[-(taps - 1):]
+
+
+def gated_delta(q: np.ndarray, k: np.ndarray, v: np.ndarray, g: np.ndarray, beta: np.ndarray, state: np.ndarray,
+                eps: float) -> tuple[np.ndarray, np.ndarray]:
+    """One sequence's tokens through the gated delta rule, as llama.cpp's autoregressive form computes it: q, k
+    (n, Hk, d), v (n, Hv, d), g and beta (n, Hv), state (Hv, d, d) as [head][value row j][key column i]. Value head
+    h reads key head h % Hk. Returns the outputs (n, Hv, d) and the new state."""
+    n, n_k, d = q.shape
+    n_v = v.shape[1]
+    s = state.copy()
+    out = np.zeros((n, n_v, d))
+    for t in range(n):
+        qn = q[t] / np.sqrt((q[t] ** 2).sum(-1, keepdims=True) + eps)
+        kn = k[t] / np.sqrt((k[t] ** 2).sum(-1, keepdims=True) + eps)
+        for h in range(n_v):
+            qh, kh = qn[h % n_k], kn[h % n_k]
+            s[h] *= np.exp(g[t, h])
+            s[h] += beta[t, h] * np.outer(v[t, h] - s[h] @ kh, kh)
+            out[t, h] = s[h] @ qh / np.sqrt(d)
+    return out, s

