@@ -10,8 +10,8 @@ and cannot be rewound. The cache tracks that position per slot and enforces the 
 - a step must continue a slot exactly where its state stands (`advance` refuses anything else);
 - `truncate` keeps a stateful slot's positions only when nothing is cut, else it keeps none (recompute from the
   start: no snapshots are kept);
-- `fork` copies the state along with the shared blocks, so only at the parent's state position, on a block
-  boundary (`can_fork` says where).
+- `fork` copies the state along with the shared blocks, so only at the parent's state position (`can_fork`), and
+  copies a partly filled last block too, so the child has every position up to there.
 """
 from __future__ import annotations
 
@@ -43,6 +43,7 @@ class KVCache:
                 f"a KV cache of {self.n_blocks * BLOCK_TOKENS} positions needs {max(sizes) >> 20} MiB per layer, "
                 f"over the adapter's {device.info.max_binding_size >> 20} MiB binding limit; "
                 "use a smaller context or fewer parallel sequences")
+        self._kv_widths = list(kv_widths)
         self.k = [device.buffer(n, f"blk.{i}.k_cache") if n else None for i, n in enumerate(sizes)]
         self.v = [device.buffer(n, f"blk.{i}.v_cache") if n else None for i, n in enumerate(sizes)]
         self.table = device.buffer(n_slots * self.max_blocks * 4, "block_table")
@@ -83,31 +84,44 @@ class KVCache:
 
     def can_fork(self, parent: int, n_positions: int) -> bool:
         """Whether `fork(parent, n_positions)` gives a slot whose first n_positions are all computed: always for a
-        cache without state (whole blocks are shared); with state only at the parent's state position, on a
-        block boundary."""
-        return not self.stateful or (n_positions == self._state_at[parent] and n_positions % BLOCK_TOKENS == 0)
+        cache without state (whole blocks are shared); with state only at the parent's state position (a partly
+        filled last block is then copied, so a free block is needed for it)."""
+        if not self.stateful:
+            return True
+        return n_positions == self._state_at[parent] and (n_positions % BLOCK_TOKENS == 0 or bool(self._free))
 
     def fork(self, parent: int, n_positions: int) -> int:
-        """A new slot sharing the first `n_positions` (rounded down to whole blocks) of `parent`'s cache, and a
-        copy of its state (see `can_fork`)."""
+        """A new slot sharing the first `n_positions` (rounded down to whole blocks) of `parent`'s cache. With
+        state, the slot gets a copy of the parent's state and of its partly filled last block, so all n_positions
+        are computed (see `can_fork`)."""
         if not self.can_fork(parent, n_positions):
             raise LLMChatError(f"slot {parent}'s state stands at position {self._state_at[parent]}; it cannot be "
-                               f"forked at {n_positions} (only at its state position, on a {BLOCK_TOKENS}-position "
-                               "block boundary)")
+                               f"forked at {n_positions} (only at its state position, with a free block for a "
+                               "partly filled last block)")
         slot = self.new_slot()
         shared = self._blocks[parent][:n_positions // BLOCK_TOKENS]
         for b in shared:
             self._refs[b] += 1
         self._blocks[slot] = list(shared)
-        self._write_table(slot)
         if self.stateful:
-            # A few KiB per layer: through the host, as the device has no copy verb.
+            # Kilobytes per layer: through the host, as the device has no copy verb.
+            copy = self._copy_rows
             for buf, width in zip(self.state, self.state_widths):
                 if buf is not None:
-                    row = width * 4
-                    self.device.write(buf, self.device.read(buf, parent * row, row), slot * row)
+                    copy(buf, width * 4, parent, slot)
+            if n_positions % BLOCK_TOKENS:
+                src, dst = self._blocks[parent][len(shared)], self._free.pop()
+                self._refs[dst] = 1
+                self._blocks[slot].append(dst)
+                for buf, width in zip([*self.k, *self.v], self._kv_widths * 2):
+                    if buf is not None:
+                        copy(buf, layer_bytes(width, 1), src, dst)
             self._state_at[slot] = n_positions
+        self._write_table(slot)
         return slot
+
+    def _copy_rows(self, buf, row_bytes: int, src: int, dst: int) -> None:
+        self.device.write(buf, self.device.read(buf, src * row_bytes, row_bytes), dst * row_bytes)
 
     def state_position(self, slot: int) -> int:
         return self._state_at[slot]

@@ -113,40 +113,44 @@ def test_truncation_recomputes_from_the_start(llm):
         assert kv.state_position(slot) == 0
 
 
-def test_fork_copies_the_state(llm):
-    tokens = prompt(7, 40)
+@pytest.mark.parametrize("at", [32, 37])
+def test_fork_copies_the_state(llm, at):
+    """At a block boundary the child shares the parent's blocks; past one it also gets a copy of the partly filled
+    last block."""
+    tokens = prompt(7, 45)
     want = alone(llm, tokens)
     kv = llm.engine.kv
     with llm._slot() as parent:
-        llm.prefill(parent, tokens[:32])
-        assert not kv.can_fork(parent, 16)  # the state stands at 32
+        llm.prefill(parent, tokens[:at])
+        assert not kv.can_fork(parent, 16)  # the state stands at `at`
         with pytest.raises(LLMChatError, match="cannot be forked"):
             kv.fork(parent, 16)
-        child = kv.fork(parent, 32)
+        child = kv.fork(parent, at)
         try:
-            # The parent moves on with other tokens: the child's state is its own copy.
-            llm.prefill(parent, prompt(8, 8), start=32)
-            got = llm.prefill(child, tokens[32:], start=32, all_logits=True)
+            # The parent moves on with other tokens: the child's state and last block are its own copies.
+            llm.prefill(parent, prompt(8, 8), start=at)
+            got = llm.prefill(child, tokens[at:], start=at, all_logits=True)
         finally:
             kv.free_slot(child)
-    close([list(r) for r in got], want[32:], "forked child")
+    close([list(r) for r in got], want[at:], "forked child")
 
 
 def test_prefix_cache_shares_only_where_a_state_stands(llm):
     kv = llm.engine.kv
     cache = PrefixCache(kv, max_entries=2)
     tokens = prompt(9, 50)
-    for n_held, cached in ((32, 32), (37, 0)):
+    other = tokens[:20] + prompt(11, 10)  # shares 20 tokens, but its state stands at 30
+    for held, cached in ((tokens[:32], 32), (tokens[:37], 37), (other, 0)):
         slot = kv.new_slot()
-        llm.prefill(slot, tokens[:n_held])
-        cache.insert(slot, tokens[:n_held])
+        llm.prefill(slot, held)
+        cache.insert(slot, held)
         lease = cache.lease(tokens)
         assert lease.cached == cached
         got = llm.prefill(lease.slot, tokens[cached:], start=cached, all_logits=True)
-        close([list(r) for r in got], alone(llm, tokens)[cached:], f"after a {n_held}-token entry")
+        close([list(r) for r in got], alone(llm, tokens)[cached:], f"after a {len(held)}-token entry")
         kv.free_slot(lease.slot)
         cache.clear()
-    assert kv.free_slots == kv.n_slots
+    assert kv.free_slots == kv.n_slots and kv.free_blocks == kv.n_blocks
 
 
 def test_chat_keeps_or_recomputes_the_conversation(path, gpu):  # noqa: F811
@@ -220,3 +224,32 @@ def test_what_llmchat_cannot_run_is_refused(path):
         config_from_metadata(md | {"lfm2.attention.causal": False})
     with pytest.raises(UnsupportedModelError, match="'lfm2moe' is not supported"):
         config_from_metadata(md | {"general.architecture": "lfm2moe"})
+
+
+def test_scheduler_reuses_a_finished_conversation(llm):
+    """A prompt that goes on from a finished sequence forks it (state, blocks and the partly filled last block) in
+    the server's scheduler, and gives what it gives computed in full."""
+    import threading
+    first = prompt(20, 21)
+    scheduler = Scheduler(llm.engine, llm.tokenizer, max_batch=2, prefill_chunk=4)
+    scheduler.start()
+
+    def run(tokens):
+        events, done = [], threading.Event()
+
+        def sink(_, event):
+            events.append(event)
+            if not isinstance(event, TokenEvent):
+                done.set()
+        scheduler.submit([GenerationRequest(tokens, SamplingParams(), 5, ignore_eos=True)], sink)
+        assert done.wait(60)
+        return [e.token for e in events if isinstance(e, TokenEvent)], events[-1]
+
+    try:
+        reply, _ = run(first)
+        follow = first + reply + prompt(21, 6)
+        got, end = run(follow)
+    finally:
+        scheduler.stop()
+    assert isinstance(end, FinishEvent) and end.cached_tokens == len(first) + len(reply) - 1
+    assert got == [e.token for e in llm.generate(follow, max_tokens=5, ignore_eos=True) if e.token is not None]

@@ -11,9 +11,9 @@ past the shared prefix differ between the two sequences. So up to BLOCK_TOKENS -
 again, which costs little and keeps the cache free of copy-on-write.
 
 A model with per-sequence state (a convolution's or recurrent layer's, see `KVCache`) can share a prefix only where
-that state stands: at the end of what the source computed, on a block boundary (`KVCache.can_fork`), so a prompt
-that extends a finished conversation of whole blocks forks it (copying the state); any other prefix is computed
-again.
+that state stands: the whole of what the source computed (`KVCache.can_fork`; the fork copies the state and the
+partly filled last block). A prompt that goes on from a finished conversation forks it; a prompt that shares only
+part of an entry is computed again.
 
 Entries are kept in least-recently-used order and evicted when slots or blocks run short. Lookup is a linear scan
 comparing token lists; with a few dozen entries of at most a context's length each, that is microseconds next to
@@ -93,8 +93,9 @@ class PrefixCache:
         whole blocks, leaving at least the last token to compute."""
         limit = len(tokens) - 1
         best_slot, best = None, 0
+        shareable = (lambda n: n) if self.kv.stateful else whole_blocks  # with state: up to where it stands
         for slot, held in [*self._entries.items(), *live]:
-            n = whole_blocks(min(common_prefix(tokens, held), limit))
+            n = shareable(min(common_prefix(tokens, held), limit))
             if n > best and self.kv.can_fork(slot, n):
                 best_slot, best = slot, n
         return best_slot, best
@@ -103,7 +104,7 @@ class PrefixCache:
         """Keep a finished sequence's slot (ownership passes to the cache); `tokens` are the positions it holds."""
         held = tuple(tokens)
         full = whole_blocks(len(held))
-        if self.max_entries == 0 or full == 0 or not self.kv.can_fork(slot, len(held)):
+        if self.max_entries == 0 or (len(held) if self.kv.stateful else full) == 0:
             self.kv.free_slot(slot)
             return
         # With state, an entry serves only its own length: one never covers another.
