@@ -5,7 +5,7 @@ Writes a random LFM2 with LFM2-350M's dimensions (16 layers, attention at 2, 5, 
 `llmchat bench` and llama.cpp (../shared/bench/peers.py, through llama-cpp-python) on it, rounds interleaved by
 tools/bench_side_by_side.py, and prints their best decode and prefill rates and ratios. Run from the repository:
 
-    .venv/bin/python tools/lfm2_bench.py [--qtype Q4_0] [--rounds 2] [--n 32] [--keep DIR]
+    .venv/bin/python tools/lfm2_bench.py [--qtype Q4_0] [--rounds 2] [--n 32] [--threads 1] [--keep DIR]
 """
 from __future__ import annotations
 
@@ -34,6 +34,9 @@ def main() -> int:
     parser.add_argument("--qtype", default="Q4_0", help="type of the weight matrices (default Q4_0)")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--n", type=int, default=32, help="greedy tokens generated per run")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="llama.cpp's threads (default 1: on a machine busier than its cores, llama.cpp's "
+                             "threads wait on each other; measured here, 2 threads took 1 s per token, 1 thread 61 ms)")
     parser.add_argument("--keep", type=Path, help="write the model into this folder and keep it")
     args = parser.parse_args()
     folder = args.keep or Path(tempfile.mkdtemp())
@@ -44,7 +47,7 @@ def main() -> int:
     print(f"model: {path} ({path.stat().st_size >> 20} MiB)", file=sys.stderr)
     py = shlex.quote(sys.executable)
     commands = [f"llmchat={py} -m llmchat bench {path} --json -n {args.n} -p {shlex.quote(PROMPT)} --repeat 1",
-                f"llama.cpp=python3 {PEERS} llamacpp {path} --n {args.n} --prompt {shlex.quote(PROMPT)}"]
+                f"llama.cpp=python3 {PEERS} llamacpp {path} --n {args.n} --threads {args.threads} --prompt {shlex.quote(PROMPT)}"]
     return subprocess.run([sys.executable, str(ROOT / "tools" / "bench_side_by_side.py"), "--rounds",
                            str(args.rounds), *commands]).returncode
 
