@@ -101,6 +101,8 @@ class Engine:
         n = sum(len(f.tokens) for f in feeds)
         if not 0 < n <= self.max_step:
             raise LLMChatError(f"a step takes 1..{self.max_step} tokens, got {n}")
+        if len({f.slot for f in feeds}) != len(feeds):
+            raise LLMChatError("a step feeds each sequence slot at most once")
         tokens = array("I")
         out_rows = array("I")
         vocab = self.config.vocab_size
@@ -108,8 +110,8 @@ class Engine:
             end = f.start + len(f.tokens)
             if end > self.context:
                 raise ContextOverflowError(f"sequence needs {end} positions; the context holds {self.context}")
+            self.kv.check_start(f.slot, f.start)
             self.kv.reserve(f.slot, end)
-            self.kv.advance(f.slot, f.start, end)
             first = len(tokens) // 4
             for i, tok in enumerate(f.tokens):
                 if not 0 <= tok < vocab:
@@ -122,6 +124,8 @@ class Engine:
             raise LLMChatError(f"a step returns at most {self.max_step} logits rows, asked for {n_out}")
         if top_k and any(f.all_logits for f in feeds):
             raise LLMChatError("top-k candidates come from the last row of each feed; all_logits asks for every row")
+        for f in feeds:  # every feed is valid: their slots' state moves to the step's end
+            self.kv.advance(f.slot, f.start, f.start + len(f.tokens))
         self.kv.sync()
         dev = self.device
         # Token records and logits rows share one buffer: one write, as for the counts.

@@ -7,7 +7,7 @@ Beside the blocks, a model may keep fixed-size state per layer and slot (a convo
 layer's matrix: `Model.state_widths`). Such state stands at one position, the end of what its slot last computed,
 and cannot be rewound. The cache tracks that position per slot and enforces the rules that keep it right:
 - a sequence starting at position 0 needs no reset: the kernels read positions before 0 as zeros, never the state;
-- a step must continue a slot exactly where its state stands (`advance` refuses anything else);
+- a step must continue a slot exactly where its state stands (`check_start` refuses anything else);
 - `truncate` keeps a stateful slot's positions only when nothing is cut, else it keeps none (recompute from the
   start: no snapshots are kept);
 - `fork` copies the state along with the shared blocks, so only at the parent's state position (`can_fork`), and
@@ -126,14 +126,18 @@ class KVCache:
     def state_position(self, slot: int) -> int:
         return self._state_at[slot]
 
+    def check_start(self, slot: int, start: int) -> None:
+        """Refuse a step that would compute `slot` from position `start`: with state, it must continue where the
+        state stands (or start over at 0)."""
+        if self.stateful and start not in (0, self._state_at[slot]):
+            raise LLMChatError(f"slot {slot}'s state stands at position {self._state_at[slot]}; a step cannot "
+                               f"continue it from position {start} (its state cannot be rewound: recompute from "
+                               "the start)")
+
     def advance(self, slot: int, start: int, end: int) -> None:
-        """A step computes positions [start, end) of `slot`: with state, it must continue where the state stands
-        (or start over at 0)."""
+        """A step computed positions [start, end) of `slot` (checked first with `check_start`)."""
+        self.check_start(slot, start)
         if self.stateful:
-            if start not in (0, self._state_at[slot]):
-                raise LLMChatError(f"slot {slot}'s state stands at position {self._state_at[slot]}; a step cannot "
-                                   f"continue it from position {start} (its state cannot be rewound: recompute "
-                                   "from the start)")
             self._state_at[slot] = end
 
     def reserve(self, slot: int, n_positions: int) -> None:

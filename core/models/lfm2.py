@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..config import Metadata, ModelConfig
+from ..config import MAX_LAYERS, Metadata, ModelConfig
 from ..errors import ModelMetadataError, UnsupportedModelError
 from ..gpu import ops, state_ops
 from ..gpu.device import Buffer
@@ -43,7 +43,7 @@ class Lfm2Config(ModelConfig):
     @classmethod
     def from_metadata(cls, md: dict, where: str = "model") -> "Lfm2Config":
         m = Metadata(md, where)
-        n_layer = m.get("block_count", minimum=1)
+        n_layer = m.get("block_count", minimum=1, maximum=MAX_LAYERS)
         kv_heads = m.per_layer("attention.head_count_kv", n_layer, m.md.get(f"{m.arch}.attention.head_count"))
         attn_heads = {h for h in kv_heads if h}
         if len(attn_heads) > 1:
