@@ -20,7 +20,7 @@ from .gpu.kvlayout import blocks_for
 from .gpu.recorder import Act, Recorder
 from .kv_cache import KVCache
 from .memory import candidates_bytes, inputs_bytes, step_bucket
-from .models.base import Activations, Model
+from .models.base import Activations, Model, state_widths
 
 
 @dataclass
@@ -50,7 +50,8 @@ class Engine:
         self.kernels = kernels
         self.context = context
         n_blocks = None if cache_positions is None else blocks_for(cache_positions)
-        self.kv = KVCache(device, model.kv_widths(), n_slots=n_slots, context=context, n_blocks=n_blocks)
+        self.kv = KVCache(device, model.kv_widths(), n_slots=n_slots, context=context, n_blocks=n_blocks,
+                          state_widths=state_widths(model))
         self.max_step = step_bucket(max_tokens_per_step)
         # The two step counts share one uniform buffer, so a step writes them at once.
         self._counts = device.buffer(BINDING_ALIGN + 16, "step counts", uniform=True)
@@ -100,6 +101,8 @@ class Engine:
         n = sum(len(f.tokens) for f in feeds)
         if not 0 < n <= self.max_step:
             raise LLMChatError(f"a step takes 1..{self.max_step} tokens, got {n}")
+        if len({f.slot for f in feeds}) != len(feeds):
+            raise LLMChatError("a step feeds each sequence slot at most once")
         tokens = array("I")
         out_rows = array("I")
         vocab = self.config.vocab_size
@@ -107,6 +110,7 @@ class Engine:
             end = f.start + len(f.tokens)
             if end > self.context:
                 raise ContextOverflowError(f"sequence needs {end} positions; the context holds {self.context}")
+            self.kv.check_start(f.slot, f.start)
             self.kv.reserve(f.slot, end)
             first = len(tokens) // 4
             for i, tok in enumerate(f.tokens):
@@ -120,6 +124,8 @@ class Engine:
             raise LLMChatError(f"a step returns at most {self.max_step} logits rows, asked for {n_out}")
         if top_k and any(f.all_logits for f in feeds):
             raise LLMChatError("top-k candidates come from the last row of each feed; all_logits asks for every row")
+        for f in feeds:  # every feed is valid: their slots' state moves to the step's end
+            self.kv.advance(f.slot, f.start, f.start + len(f.tokens))
         self.kv.sync()
         dev = self.device
         # Token records and logits rows share one buffer: one write, as for the counts.

@@ -2,20 +2,36 @@
 
 Each sequence slot has a block table (block ids in position order). Blocks are reference-counted so sequences can
 share a prefix: a fork shares the full blocks of its parent and copies nothing.
+
+Beside the blocks, a model may keep fixed-size state per layer and slot (a convolution's last inputs, a recurrent
+layer's matrix: `Model.state_widths`). Such state stands at one position, the end of what its slot last computed,
+and cannot be rewound. The cache tracks that position per slot and enforces the rules that keep it right:
+- a sequence starting at position 0 needs no reset: the kernels read positions before 0 as zeros, never the state;
+- a step must continue a slot exactly where its state stands (`check_start` refuses anything else);
+- `truncate` keeps a stateful slot's positions only when nothing is cut, else it keeps none (recompute from the
+  start: no snapshots are kept);
+- `fork` copies the state along with the shared blocks, so only at the parent's state position (`can_fork`), and
+  copies a partly filled last block too, so the child has every position up to there.
 """
 from __future__ import annotations
 
 from array import array
 
-from .errors import ContextOverflowError, ModelTooLargeError
+from .errors import ContextOverflowError, LLMChatError, ModelTooLargeError
 from .gpu.device import Device
 from .gpu.kvlayout import BLOCK_TOKENS, blocks_for, layer_bytes
 
 
+def state_bytes(width: int, n_slots: int) -> int:
+    """Bytes of one layer's per-slot state: `width` f32 values for each of `n_slots` slots."""
+    return width * n_slots * 4
+
+
 class KVCache:
     def __init__(self, device: Device, kv_widths: list[int], *, n_slots: int, context: int,
-                 n_blocks: int | None = None):
-        """`kv_widths[i]`: f32 values one position keeps in layer i's K (and V) cache; 0 for a layer without one."""
+                 n_blocks: int | None = None, state_widths: list[int] | None = None):
+        """`kv_widths[i]`: f32 values one position keeps in layer i's K (and V) cache; 0 for a layer without one.
+        `state_widths[i]`: f32 values of fixed-size state layer i keeps per slot (default: none)."""
         self.device = device
         self.n_slots = n_slots
         self.max_context = context
@@ -27,10 +43,17 @@ class KVCache:
                 f"a KV cache of {self.n_blocks * BLOCK_TOKENS} positions needs {max(sizes) >> 20} MiB per layer, "
                 f"over the adapter's {device.info.max_binding_size >> 20} MiB binding limit; "
                 "use a smaller context or fewer parallel sequences")
+        self._kv_widths = list(kv_widths)
         self.k = [device.buffer(n, f"blk.{i}.k_cache") if n else None for i, n in enumerate(sizes)]
         self.v = [device.buffer(n, f"blk.{i}.v_cache") if n else None for i, n in enumerate(sizes)]
         self.table = device.buffer(n_slots * self.max_blocks * 4, "block_table")
-        self.nbytes = 2 * sum(sizes)
+        state_sizes = [state_bytes(w, n_slots) for w in state_widths or []]
+        self.state = [device.buffer(n, f"blk.{i}.state") if n else None for i, n in enumerate(state_sizes)]
+        self.state_widths = list(state_widths or [])
+        self.stateful = any(state_sizes)
+        self.state_nbytes = sum(state_sizes)
+        self.nbytes = 2 * sum(sizes) + self.state_nbytes
+        self._state_at = [0] * n_slots  # per slot: the position its state stands at (positions computed)
         self._host_table = array("I", bytes(4 * n_slots * self.max_blocks))
         self._free = list(range(self.n_blocks - 1, -1, -1))
         self._refs = [0] * self.n_blocks
@@ -56,17 +79,66 @@ class KVCache:
             raise ModelTooLargeError(f"all {self.n_slots} sequence slots are in use")
         slot = self._free_slots.pop()
         self._blocks[slot] = []
+        self._state_at[slot] = 0
         return slot
 
+    def can_fork(self, parent: int, n_positions: int) -> bool:
+        """Whether `fork(parent, n_positions)` gives a slot whose first n_positions are all computed: always for a
+        cache without state (whole blocks are shared); with state only at the parent's state position (a partly
+        filled last block is then copied, so a free block is needed for it)."""
+        if not self.stateful:
+            return True
+        return n_positions == self._state_at[parent] and (n_positions % BLOCK_TOKENS == 0 or bool(self._free))
+
     def fork(self, parent: int, n_positions: int) -> int:
-        """A new slot sharing the first `n_positions` (rounded down to whole blocks) of `parent`'s cache."""
+        """A new slot sharing the first `n_positions` (rounded down to whole blocks) of `parent`'s cache. With
+        state, the slot gets a copy of the parent's state and of its partly filled last block, so all n_positions
+        are computed (see `can_fork`)."""
+        if not self.can_fork(parent, n_positions):
+            raise LLMChatError(f"slot {parent}'s state stands at position {self._state_at[parent]}; it cannot be "
+                               f"forked at {n_positions} (only at its state position, with a free block for a "
+                               "partly filled last block)")
         slot = self.new_slot()
         shared = self._blocks[parent][:n_positions // BLOCK_TOKENS]
         for b in shared:
             self._refs[b] += 1
         self._blocks[slot] = list(shared)
+        if self.stateful:
+            # Kilobytes per layer: through the host, as the device has no copy verb.
+            copy = self._copy_rows
+            for buf, width in zip(self.state, self.state_widths):
+                if buf is not None:
+                    copy(buf, width * 4, parent, slot)
+            if n_positions % BLOCK_TOKENS:
+                src, dst = self._blocks[parent][len(shared)], self._free.pop()
+                self._refs[dst] = 1
+                self._blocks[slot].append(dst)
+                for buf, width in zip([*self.k, *self.v], self._kv_widths * 2):
+                    if buf is not None:
+                        copy(buf, layer_bytes(width, 1), src, dst)
+            self._state_at[slot] = n_positions
         self._write_table(slot)
         return slot
+
+    def _copy_rows(self, buf, row_bytes: int, src: int, dst: int) -> None:
+        self.device.write(buf, self.device.read(buf, src * row_bytes, row_bytes), dst * row_bytes)
+
+    def state_position(self, slot: int) -> int:
+        return self._state_at[slot]
+
+    def check_start(self, slot: int, start: int) -> None:
+        """Refuse a step that would compute `slot` from position `start`: with state, it must continue where the
+        state stands (or start over at 0)."""
+        if self.stateful and start not in (0, self._state_at[slot]):
+            raise LLMChatError(f"slot {slot}'s state stands at position {self._state_at[slot]}; a step cannot "
+                               f"continue it from position {start} (its state cannot be rewound: recompute from "
+                               "the start)")
+
+    def advance(self, slot: int, start: int, end: int) -> None:
+        """A step computed positions [start, end) of `slot` (checked first with `check_start`)."""
+        self.check_start(slot, start)
+        if self.stateful:
+            self._state_at[slot] = end
 
     def reserve(self, slot: int, n_positions: int) -> None:
         """Make sure positions [0, n_positions) of `slot` have blocks."""
@@ -88,13 +160,16 @@ class KVCache:
         """Forget positions from `n_positions` on (e.g. when a conversation is edited), freeing whole blocks.
 
         Returns how many positions stay valid: fewer than asked when the block holding the cut is shared with
-        another sequence, since writing into it would change that sequence's cache too.
+        another sequence, since writing into it would change that sequence's cache too; with state, none unless
+        nothing is cut (the state cannot be rewound, so the sequence is recomputed from the start).
         """
         blocks = self._blocks[slot]
         keep = -(-n_positions // BLOCK_TOKENS)
         if n_positions % BLOCK_TOKENS and keep and self._refs[blocks[keep - 1]] > 1:
             keep -= 1
             n_positions = keep * BLOCK_TOKENS
+        if self.stateful and n_positions != self._state_at[slot]:
+            keep = n_positions = self._state_at[slot] = 0
         for b in blocks[keep:]:
             self._release(b)
         del blocks[keep:]

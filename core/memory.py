@@ -17,7 +17,8 @@ from .gpu.device import BINDING_ALIGN, AdapterInfo
 from .gpu.kvlayout import blocks_for, layer_bytes
 from .gpu.ops import TOPK_MAX, topk_words
 from .models import model_class, model_config
-from .models.base import ActivationSpec
+from .kv_cache import state_bytes
+from .models.base import ActivationSpec, state_widths
 from .models.weights import WeightLoader
 
 # What "can this version run it" is judged against when no adapter is at hand: a GPU with WebGPU's default limits
@@ -63,16 +64,17 @@ class MemoryPlan:
     activations: int  # one step's activations, logits rows and top-k candidates
     largest_binding: int  # the largest single buffer binding
     kernels: tuple[str, ...] = field(default=())  # weight types and layouts the matmuls run
+    state: int = 0  # per-sequence state of recurrent/convolution layers, every slot (see Model.state_widths)
 
     @property
     def total(self) -> int:
-        return self.weights + self.kv_cache + self.activations
+        return self.weights + self.kv_cache + self.activations + self.state
 
     def as_dict(self) -> dict:
         return {"arch": self.arch, "context": self.context, "kv_positions": self.kv_positions,
                 "step_tokens": self.step_tokens, "weights": self.weights, "upload": self.upload,
                 "kv_cache": self.kv_cache, "activations": self.activations, "total": self.total,
-                "largest_binding": self.largest_binding, "kernels": list(self.kernels)}
+                "largest_binding": self.largest_binding, "kernels": list(self.kernels), "state": self.state}
 
 
 def activation_bytes(spec: ActivationSpec, step_tokens: int) -> int:
@@ -103,15 +105,17 @@ def plan_memory(gguf: GGUFFile, info: AdapterInfo, *, context: int | None, n_slo
     model = model_class(config.arch)(config, loader, fold_norms=fold_norms)
     n_blocks = blocks_for(kv_positions)
     kv_layers = [layer_bytes(w, n_blocks) for w in model.kv_widths()]
+    state_layers = [state_bytes(w, n_slots) for w in state_widths(model)]
     acts = [activation_bytes(s, step) for s in model.activations()]
     logits = step * config.vocab_size * 4
     activations = sum(acts) + logits + inputs_bytes(step) + candidates_bytes(step)
     weight_parts = [p.buffer.size for w in loader.weights.values() for p in w.parts]
-    largest = max([*kv_layers, *acts, logits, *weight_parts])
+    largest = max([*kv_layers, *state_layers, *acts, logits, *weight_parts])
     plan = MemoryPlan(arch=config.arch, context=context, kv_positions=kv_positions, step_tokens=step,
                       weights=loader.bytes, upload=loader.file_bytes, kv_cache=2 * sum(kv_layers), activations=activations,
                       largest_binding=largest,
-                      kernels=tuple(sorted({f"{w.shader}/{w.layout}" for w in loader.weights.values()})))
+                      kernels=tuple(sorted({f"{w.shader}/{w.layout}" for w in loader.weights.values()})),
+                      state=sum(state_layers))
     problems = []
     if max(kv_layers, default=0) > info.max_binding_size:
         problems.append(f"its KV cache for {kv_positions} positions needs {max(kv_layers) >> 20} MiB per layer, over "

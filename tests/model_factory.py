@@ -25,7 +25,7 @@ T = gguf.MODEL_TENSOR
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 MERGES = ["h e", "l l", "he ll", "Ġ t", "Ġt h"]
 
-ARCHES = ("llama", "mistral", "qwen2", "qwen3", "smollm3", "gemma3", "phi3")
+ARCHES = ("llama", "mistral", "qwen2", "qwen3", "smollm3", "gemma3", "phi3", "lfm2")
 
 
 # Byte offsets of the f16 fields (scales, mins) in one block of the types written as random blocks.
@@ -92,7 +92,8 @@ def write_model(path: Path, *, arch: str = "llama", label: str | None = None, qt
                 context_length: int = 512, rope_base: float = 10000.0, norm_eps: float = 1e-5,
                 llama3_rope: dict | None = None, sliding_window: int = 0, rope_base_swa: float | None = None,
                 rope_linear: float | None = None, rope_dim: int | None = None, original_context: int | None = None,
-                attention_bias: bool = False, metadata: dict[str, object] | None = None) -> Path:
+                attention_bias: bool = False, conv_layers: tuple[bool, ...] | None = None, l_cache: int = 3,
+                vocab_size: int | None = None, metadata: dict[str, object] | None = None) -> Path:
     """Write a random model of `arch` as the converter would, under `general.architecture` = `label` (default
     `arch`; a different label writes the same tensors and keys under another architecture name).
 
@@ -104,7 +105,11 @@ def write_model(path: Path, *, arch: str = "llama", label: str | None = None, qt
         `attention_bias` adds biases to q, k, v and the output projection (HF's attention_bias);
       gemma3: `sliding_window` (0: none, every layer global), local RoPE base `rope_base_swa`;
       phi3: `rope_dim` < head_dim rotates part of each head; `original_context` adds LongRoPE (long and short
-        factors, attention factor from context_length / original_context).
+        factors, attention factor from context_length / original_context);
+      lfm2: `conv_layers` (per layer: a short-convolution block, else attention; default: all but the last) with
+        `l_cache` taps; `sliding_window` for the attention layers. The output is always tied.
+    `vocab_size` pads the vocabulary with unreachable tokens to that size (a realistic output projection for speed
+    measurements).
     `metadata` overwrites keys after the converter's are written (a value, kept in the type the key had, or a
     `(value, GGUFValueType)` pair) or removes them (None), leaving the tensors as they are: a file whose metadata
     contradicts its tensors.
@@ -113,14 +118,19 @@ def write_model(path: Path, *, arch: str = "llama", label: str | None = None, qt
         raise ValueError(f"no tiny-model recipe for '{arch}'")
     for option, value, owners in (("llama3_rope", llama3_rope, ("llama", "mistral", "smollm3")),
                                   ("attention_bias", attention_bias, ("llama", "mistral", "smollm3")),
-                                  ("sliding_window", sliding_window, ("gemma3", "phi3")),
+                                  ("sliding_window", sliding_window, ("gemma3", "phi3", "lfm2")),
+                                  ("conv_layers", conv_layers, ("lfm2",)),
                                   ("rope_base_swa", rope_base_swa, ("gemma3",)),
                                   ("rope_linear", rope_linear, ARCHES[:-1]),  # Phi-3's converter writes none
                                   ("rope_dim", rope_dim, ("phi3",)), ("original_context", original_context, ("phi3",))):
         if value and arch not in owners:
             raise ValueError(f"{option} does not apply to {arch}")
-    if arch == "phi3" and head_dim not in (None, n_embd // n_head):
-        raise ValueError("phi3 heads are n_embd / n_head wide")
+    if arch in ("phi3", "lfm2") and head_dim not in (None, n_embd // n_head):
+        raise ValueError(f"{arch} heads are n_embd / n_head wide")
+    if arch == "lfm2":
+        conv_layers = tuple(conv_layers or [i < n_layer - 1 for i in range(n_layer)])
+        if len(conv_layers) != n_layer or tied is False:
+            raise ValueError("lfm2: one conv_layers flag per layer; the output is tied")
     qtype = Q[qtype] if isinstance(qtype, str) else qtype
     types = {k: Q[v] if isinstance(v, str) else v for k, v in (types or {}).items()}
     # The converter writes Mistral checkpoints as llama files; `label` can still call them "mistral".
@@ -128,6 +138,7 @@ def write_model(path: Path, *, arch: str = "llama", label: str | None = None, qt
     known = set(gguf.MODEL_TENSORS[model_arch])
     rng = np.random.default_rng(seed)
     vocab = vocabulary()
+    vocab += [f"<pad{i}>" for i in range(max(0, (vocab_size or 0) - len(vocab)))]
     hd = head_dim or n_embd // n_head
     w = gguf.GGUFWriter(str(path), label or gguf.MODEL_ARCH_NAMES[model_arch])
     # Not the architecture's name: llama.cpp adjusts the tokens of Phi-3 SentencePiece vocabularies (looking up
@@ -140,15 +151,20 @@ def write_model(path: Path, *, arch: str = "llama", label: str | None = None, qt
     w.add_embedding_length(n_embd)
     w.add_feed_forward_length(n_ff)
     w.add_head_count(n_head)
-    w.add_head_count_kv(n_kv_head)
+    # LFM2's converter writes one K/V head count per layer, 0 for a convolution layer.
+    w.add_head_count_kv([0 if c else n_kv_head for c in conv_layers] if arch == "lfm2" else n_kv_head)
     w.add_layer_norm_rms_eps(norm_eps)
     w.add_rope_freq_base(rope_base)
     if head_dim is not None or arch == "gemma3":  # Gemma 3's converter always writes the head size
         w.add_key_length(hd)
         w.add_value_length(hd)
-    if arch in ("llama", "mistral", "smollm3"):
+    if arch in ("llama", "mistral", "smollm3", "lfm2"):
         w.add_vocab_size(len(vocab))
         w.add_rope_dimension_count(hd)
+    if arch == "lfm2":
+        w.add_shortconv_l_cache(l_cache)
+        if sliding_window:
+            w.add_sliding_window(sliding_window)
     if arch == "gemma3" and sliding_window:  # absent when every layer is global (sliding_window_pattern 1)
         w.add_sliding_window(sliding_window)
     if arch == "gemma3" and rope_base_swa is not None:
@@ -223,7 +239,12 @@ def write_model(path: Path, *, arch: str = "llama", label: str | None = None, qt
         w.add_tensor(name(T.ROPE_FACTORS_SHORT), short.astype(np.float32))
     for i in range(n_layer):
         vector(T.ATTN_NORM, n_embd, i)
-        if arch == "phi3":
+        if arch == "lfm2" and conv_layers[i]:
+            # The converter squeezes the (n_embd, 1, l_cache) depthwise kernel to (n_embd, l_cache); it stays F32.
+            w.add_tensor(name(T.SHORTCONV_CONV, bid=i), (rng.standard_normal((n_embd, l_cache)) * 0.5).astype(np.float32))
+            matrix(T.SHORTCONV_INPROJ, 3 * n_embd, n_embd, i)
+            matrix(T.SHORTCONV_OUTPROJ, n_embd, n_embd, i)
+        elif arch == "phi3":
             matrix(T.ATTN_QKV, q_dim + 2 * kv_dim, n_embd, i)
         else:
             matrix(T.ATTN_Q, q_dim, n_embd, i)
@@ -232,10 +253,11 @@ def write_model(path: Path, *, arch: str = "llama", label: str | None = None, qt
         if arch == "qwen2" or attention_bias:
             for kind, size in ((T.ATTN_Q, q_dim), (T.ATTN_K, kv_dim), (T.ATTN_V, kv_dim)):
                 vector(kind, size, i, mean=0.0, suffix="bias")
-        if arch in ("qwen3", "gemma3"):
+        if arch in ("qwen3", "gemma3") or arch == "lfm2" and not conv_layers[i]:
             vector(T.ATTN_Q_NORM, hd, i)
             vector(T.ATTN_K_NORM, hd, i)
-        matrix(T.ATTN_OUT, n_embd, q_dim, i)
+        if not (arch == "lfm2" and conv_layers[i]):
+            matrix(T.ATTN_OUT, n_embd, q_dim, i)
         if attention_bias:
             vector(T.ATTN_OUT, n_embd, i, mean=0.0, suffix="bias")
         if arch == "gemma3":
@@ -249,7 +271,7 @@ def write_model(path: Path, *, arch: str = "llama", label: str | None = None, qt
         matrix(T.FFN_DOWN, n_embd, n_ff, i)
         if arch == "gemma3":
             vector(T.FFN_POST_NORM, n_embd, i)
-    vector(T.OUTPUT_NORM, n_embd)
+    vector(T.TOKEN_EMBD_NORM if arch == "lfm2" else T.OUTPUT_NORM, n_embd)  # LFM2's final norm
     if not tied:
         matrix(T.OUTPUT, len(vocab), n_embd, scale=n_embd ** -0.5)
     w.write_header_to_file()

@@ -484,32 +484,42 @@ def test_gemma3_answers_through_the_element_like_the_native_engine(launch_profil
     context.close()
 
 
-def test_a_qwen3_shaped_model_runs_in_the_browser_like_the_native_engine(page, tmp_path):
-    """A tiny random Qwen3 (q/k norms, NeoX RoPE, heads wider than n_embd / n_head) through the JS API: the same
-    greedy tokens as the native engine."""
+def _tiny_model_like_native(page, tmp_path, name: str, **params) -> None:
+    """A tiny random model through the JS API gives the same greedy tokens as the native engine."""
     from llmchat.api import LLM
     from model_factory import write_model
     models = tmp_path / "models"
     models.mkdir()
-    path = write_model(models / "tiny-qwen3.gguf", arch="qwen3", n_layer=2, n_embd=64, n_head=4, n_kv_head=2,
-                       head_dim=32, seed=3, tied=False)  # an output matrix of its own: the tokens vary
+    path = write_model(models / f"{name}.gguf", **params)
     prompt = "hello there"
     llm = LLM(str(path), context=128)
     want = [e.token for e in llm.generate(prompt, max_tokens=6, ignore_eos=True) if e.token is not None]
     llm.device.close()
     with WebServer(WEB, models) as srv:
-        srv.pages["/qwen3.html"] = """<!doctype html><script type="module">
+        srv.pages["/tiny.html"] = """<!doctype html><script type="module">
           import { createEngine } from "/llm-chat.js";
-          const engine = await createEngine({ model: "/models/tiny-qwen3.gguf", context: 128 });
+          const engine = await createEngine({ model: "/models/%s.gguf", context: 128 });
           const ids = [];
           for await (const chunk of await engine.completions.create(
               { prompt: %s, max_tokens: 6, stream: true, ignore_eos: true })) {
             if (chunk.llmchat?.token != null) ids.push(chunk.llmchat.token);
           }
           window.result = { ids, info: engine.info };
-        </script>""" % json.dumps(prompt)
-        page.goto(f"{srv.url}/qwen3.html")
+        </script>""" % (name, json.dumps(prompt))
+        page.goto(f"{srv.url}/tiny.html")
         page.wait_for_function("window.result")
         result = page.evaluate("window.result")
-    assert result["info"]["arch"] == "qwen3"
+    assert result["info"]["arch"] == params["arch"]
     assert result["ids"] == want
+
+
+def test_a_qwen3_shaped_model_runs_in_the_browser_like_the_native_engine(page, tmp_path):
+    """A tiny random Qwen3 (q/k norms, NeoX RoPE, heads wider than n_embd / n_head)."""
+    _tiny_model_like_native(page, tmp_path, "tiny-qwen3", arch="qwen3", n_layer=2, n_embd=64, n_head=4,
+                            n_kv_head=2, head_dim=32, seed=3, tied=False)  # an output matrix of its own
+
+
+def test_a_hybrid_lfm2_runs_in_the_browser_like_the_native_engine(page, tmp_path):
+    """A tiny random LFM2: convolution blocks with their per-sequence state beside an attention block."""
+    _tiny_model_like_native(page, tmp_path, "tiny-lfm2", arch="lfm2", n_layer=3, n_embd=64, n_head=4,
+                            n_kv_head=2, n_ff=96, conv_layers=(True, False, True), seed=23)

@@ -91,6 +91,16 @@ VARIANTS: dict[str, dict] = {
     "phi3-partial": dict(params=dict(arch="phi3", qtype="F16", **SMALL, rope_dim=12, tied=True, seed=11,
                                      context_length=1024, original_context=256),
                          context=512, prompts=[300, 16]),
+    # Short-convolution layers (3 taps, as every LFM2 has) around one attention layer; prompts cross the window
+    # many times and span chunks. Tied output, final norm named token_embd_norm.
+    "lfm2": dict(params=dict(arch="lfm2", qtype="F32", **SMALL, n_layer=4, conv_layers=(True, True, False, True),
+                             seed=21, norm_eps=1e-5),
+                 context=256, prompts=[48, 17]),
+    # Wider convolution (4 taps), two attention layers with an 8-position sliding window, F16 weights.
+    "lfm2-swa": dict(params=dict(arch="lfm2", qtype="F16", **SMALL, n_layer=5,
+                                 conv_layers=(True, False, True, True, False), l_cache=4, sliding_window=8, seed=22,
+                                 rope_base=1e6),
+                     context=256, prompts=[64, 11]),
 }
 
 N_POSITIONS = 4  # logits rows kept per prompt, spread over it, the last included

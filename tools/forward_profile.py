@@ -37,6 +37,8 @@ def main(argv: list[str] | None = None) -> int:
     slot = eng.kv.new_slot()
     start = args.context
     eng.kv.reserve(slot, start + args.tokens)
+    if eng.kv.stateful:  # a model with per-sequence state continues only where its state stands: compute up to there
+        llm.prefill(slot, [1] * start)
     feed = Feed(slot, [1] * args.tokens, start)
     eng.step([feed], top_k=args.top_k)  # compiles, fills the token buffers
     program = eng.program(bucket(args.tokens), 1, args.top_k, max(CONTEXT_MIN, bucket(start + args.tokens)))

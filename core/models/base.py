@@ -9,6 +9,9 @@ weights it handed out, by tensor names, for reports). Beyond that the engine see
 - `activations()`: the buffers one forward step needs, by name and width; the engine allocates them for its
   largest step and hands them back, cut to each program's rows, as an `Activations`;
 - `kv_widths()`: per layer, how many f32 values one position keeps in each of the K and V caches (0: none);
+- `state_widths()` (optional; default none): per layer, how many f32 values of fixed-size state one sequence keeps
+  (a convolution's last inputs, a recurrent layer's matrix), allocated per slot beside the KV cache as `kv.state[i]`
+  and kept right across new sequences, forks and truncation by `llmchat.kv_cache.KVCache`;
 - `record(rec, acts, kv, logits, context)`: the forward pass as dispatches, recorded once per step shape;
 - `config` and `weight_bytes`.
 """
@@ -70,4 +73,10 @@ class Model(Protocol):
     def kv_widths(self) -> list[int]: ...
 
     def record(self, rec: Recorder, acts: Activations, kv, logits: Act, context: int | None = None) -> None: ...
+
+
+def state_widths(model) -> list[int]:
+    """The model's per-layer state widths (`Model.state_widths`), or none for a model that keeps no state."""
+    widths = getattr(model, "state_widths", None)
+    return list(widths()) if widths is not None else []
 

@@ -10,6 +10,11 @@ Only whole blocks are shared: a block that is partly filled may still be written
 past the shared prefix differ between the two sequences. So up to BLOCK_TOKENS - 1 shared tokens are computed
 again, which costs little and keeps the cache free of copy-on-write.
 
+A model with per-sequence state (a convolution's or recurrent layer's, see `KVCache`) can share a prefix only where
+that state stands: the whole of what the source computed (`KVCache.can_fork`; the fork copies the state and the
+partly filled last block). A prompt that goes on from a finished conversation forks it; a prompt that shares only
+part of an entry is computed again.
+
 Entries are kept in least-recently-used order and evicted when slots or blocks run short. Lookup is a linear scan
 comparing token lists; with a few dozen entries of at most a context's length each, that is microseconds next to
 one model step.
@@ -88,9 +93,10 @@ class PrefixCache:
         whole blocks, leaving at least the last token to compute."""
         limit = len(tokens) - 1
         best_slot, best = None, 0
+        shareable = (lambda n: n) if self.kv.stateful else whole_blocks  # with state: up to where it stands
         for slot, held in [*self._entries.items(), *live]:
-            n = whole_blocks(min(common_prefix(tokens, held), limit))
-            if n > best:
+            n = shareable(min(common_prefix(tokens, held), limit))
+            if n > best and self.kv.can_fork(slot, n):
                 best_slot, best = slot, n
         return best_slot, best
 
@@ -98,10 +104,11 @@ class PrefixCache:
         """Keep a finished sequence's slot (ownership passes to the cache); `tokens` are the positions it holds."""
         held = tuple(tokens)
         full = whole_blocks(len(held))
-        if self.max_entries == 0 or full == 0:
+        if self.max_entries == 0 or (len(held) if self.kv.stateful else full) == 0:
             self.kv.free_slot(slot)
             return
-        for other, other_held in list(self._entries.items()):
+        # With state, an entry serves only its own length: one never covers another.
+        for other, other_held in [] if self.kv.stateful else list(self._entries.items()):
             other_full = whole_blocks(len(other_held))
             if other_full <= full and other_held[:other_full] == held[:other_full]:
                 self._drop(other)  # the new entry covers everything the old one could share

@@ -1,0 +1,44 @@
+"""float64 numpy references of the layers that keep per-sequence state (LFM2's short convolution), written from
+the definitions, position by position, over a sequence's whole history."""
+from __future__ import annotations
+
+import numpy as np
+
+
+def shortconv(bcx: np.ndarray, conv: np.ndarray, history: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """One sequence's tokens through the short convolution block's middle: bcx (n, 3E) holds [b | c | x] per token,
+    conv (E, L) the taps (the last for the current position), history (h, E) the b * x of the positions before.
+    Returns y (n, E) and the new history."""
+    n_embd, taps = conv.shape
+    b, c, x = bcx[:, :n_embd], bcx[:, n_embd:2 * n_embd], bcx[:, 2 * n_embd:]
+    v = np.concatenate([np.zeros((taps - 1, n_embd)), history, b * x])  # zeros before position 0
+    start = taps - 1 + len(history)
+    y = np.stack([c[t] * (v[start + t - taps + 1:start + t + 1] * conv.T).sum(axis=0) for t in range(len(bcx))])
+    return y, v[taps - 1:]
+
+
+def conv_state(history: np.ndarray, taps: int) -> np.ndarray:
+    """The state the kernel keeps for a sequence: the last taps - 1 values of b * x, oldest first (zeros before
+    position 0)."""
+    n_embd = history.shape[1]
+    return np.concatenate([np.zeros((taps - 1, n_embd)), history])[-(taps - 1):]
+
+
+def gated_delta(q: np.ndarray, k: np.ndarray, v: np.ndarray, g: np.ndarray, beta: np.ndarray, state: np.ndarray,
+                eps: float) -> tuple[np.ndarray, np.ndarray]:
+    """One sequence's tokens through the gated delta rule, as llama.cpp's autoregressive form computes it: q, k
+    (n, Hk, d), v (n, Hv, d), g and beta (n, Hv), state (Hv, d, d) as [head][value row j][key column i]. Value head
+    h reads key head h % Hk. Returns the outputs (n, Hv, d) and the new state."""
+    n, n_k, d = q.shape
+    n_v = v.shape[1]
+    s = state.copy()
+    out = np.zeros((n, n_v, d))
+    for t in range(n):
+        qn = q[t] / np.sqrt((q[t] ** 2).sum(-1, keepdims=True) + eps)
+        kn = k[t] / np.sqrt((k[t] ** 2).sum(-1, keepdims=True) + eps)
+        for h in range(n_v):
+            qh, kh = qn[h % n_k], kn[h % n_k]
+            s[h] *= np.exp(g[t, h])
+            s[h] += beta[t, h] * np.outer(v[t, h] - s[h] @ kh, kh)
+            out[t, h] = s[h] @ qh / np.sqrt(d)
+    return out, s
