@@ -75,7 +75,8 @@ def download(store: ModelStore, entry: CatalogueEntry, *, progress: Progress | N
                 except OSError as e:
                     if e.errno not in (errno.ENOSPC, errno.EDQUOT):
                         raise
-                    sink.truncate(have)  # keep exactly the bytes the hash has seen
+                    if os.fstat(sink.fileno()).st_size > have:  # keep exactly the bytes the hash has seen
+                        sink.truncate(have)
                     raise StorageFullError(
                         f"storage is full: {entry.name} needs {human(entry.size - have)} more "
                         f"({human(have)} of {human(entry.size)} kept for resuming); free some space and "
