@@ -68,11 +68,15 @@ class LLMChatApp(toga.App):
         self.loop.call_soon_threadsafe(fn, *args)
 
     def on_exit(self):
+        self.stop_work()
+        return True
+
+    def stop_work(self) -> None:
+        """Pause the download and stop the reply: both are kept for the next start."""
         if self.download_cancel is not None:
             self.download_cancel.set()
         if self.stop_reply is not None:
             self.stop_reply.set()
-        return True
 
     # -- Models screen ------------------------------------------------------------------------------------------
     def _models_screen(self) -> toga.Box:
@@ -100,7 +104,11 @@ class LLMChatApp(toga.App):
             verdict = fits.get(entry.name)
             rows.append((entry.name, human(entry.size), state.label,
                          "?" if verdict is None or verdict.fits is None else "yes" if verdict.fits else "no"))
-        self.model_table.data = rows
+        if len(self.model_table.data) != len(rows):
+            self.model_table.data = rows
+        else:  # rows are updated in place, so the user's selection stays
+            for shown, (_, _, on_device, fits_here) in zip(self.model_table.data, rows):
+                shown.on_this_device, shown.fits = on_device, fits_here
         self.free_label.text = storage_line(self.store)
 
     def selected_entry(self):
