@@ -161,3 +161,33 @@ def test_a_phone_build_without_the_library_says_where_it_looked(tmp_path):
         configure_wgpu_library("android", tmp_path, tmp_path / "lib", {})
     assert configure_wgpu_library("desktop", tmp_path, None, {}) is None  # the wgpu wheel's own library serves
     assert library_candidates("ios", tmp_path / "app")[0].name == "libwgpu_native"
+
+
+@pytest.mark.gpu
+def test_the_pure_wgpu_wheel_runs_compute_with_a_bundled_library(tmp_path):
+    """mobile/tools/build_wgpu_wheel.py from wgpu's sdist: pure, no native library, dependencies trimmed; installed
+    on its own it finds an adapter through WGPU_LIB_PATH (the phone apps' arrangement)."""
+    sys.path.insert(0, str(ROOT / "mobile" / "tools"))
+    import build_wgpu_wheel
+    from importlib import metadata
+
+    try:
+        result = build_wgpu_wheel.build(metadata.version("wgpu"), tmp_path / "wheels")
+    except subprocess.CalledProcessError as e:
+        if os.environ.get("LLMCHAT_REQUIRE_MODEL") == "1":
+            raise
+        pytest.skip(f"pip could not fetch or build wgpu's sdist ({e}); needs the package index")
+    assert [build_wgpu_wheel.requirement_name(r) for r in result["requires"]] == ["cffi", "rubicon-objc"]
+    target = tmp_path / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(target),
+                    result["wheel"]], check=True)
+    assert not list(target.rglob("*.so")) and not list(target.rglob("*.dylib"))
+    library = tmp_path / "lib" / "libwgpu_native.so"
+    library.parent.mkdir()
+    shutil.copy(_wheel_library(), library)
+    env = {**os.environ, "PYTHONPATH": str(target), "WGPU_LIB_PATH": str(library)}
+    probe = ADAPTER_PROBE + "print(wgpu.__file__)\n"
+    out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    info, wgpu_file = out.stdout.strip().splitlines()[-2:]
+    assert wgpu_file.startswith(str(target)) and json.loads(info)["loaded"] == str(library)
