@@ -157,8 +157,11 @@ def test_the_bundled_wgpu_native_library_is_found_and_loads(tmp_path, kind):
 
 def test_a_phone_build_without_the_library_says_where_it_looked(tmp_path):
     from llmchat.errors import NoAdapterError
-    with pytest.raises(NoAdapterError, match="libwgpu_native.so"):
-        configure_wgpu_library("android", tmp_path, tmp_path / "lib", {})
+    with pytest.raises(NoAdapterError, match="libwgpu_native.framework"):
+        configure_wgpu_library("ios", tmp_path / "app", None, {})
+    env = {}  # Android: a library kept inside the APK is loaded by its name, by Android's linker
+    assert configure_wgpu_library("android", tmp_path, tmp_path / "lib", env) == Path("libwgpu_native.so")
+    assert env["WGPU_LIB_PATH"] == "libwgpu_native.so"
     assert configure_wgpu_library("desktop", tmp_path, None, {}) is None  # the wgpu wheel's own library serves
     assert library_candidates("ios", tmp_path / "app")[0].name == "libwgpu_native"
 

@@ -62,6 +62,11 @@ def configure_wgpu_library(kind: str, app_dir: Path, native_lib_dir: Path | None
         if path.is_file():
             environ["WGPU_LIB_PATH"] = str(path)
             return path
+    if kind == "android":
+        # Current Android Gradle plugins keep jniLibs inside the APK (uncompressed) instead of extracting them to
+        # the native library directory; Android's linker still loads them by their bare name.
+        environ["WGPU_LIB_PATH"] = "libwgpu_native.so"
+        return Path("libwgpu_native.so")
     if kind in PHONES:
         raise NoAdapterError("the wgpu-native library is missing from this build (looked for "
                              + ", ".join(map(str, candidates)) + "); see mobile/README.md for where it goes")
