@@ -1,7 +1,6 @@
 """The test entry point `briefcase dev --test` and `briefcase run <platform> --test` start inside the app."""
 import os
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -11,7 +10,7 @@ def run_tests() -> int:
     here = Path(__file__).parent
     # Packaged apps have read-only bundles: keep pytest's cache out of them.
     args = [str(here), "-vv", "--no-header", "--tb=short", "-p", "no:cacheprovider",
-            "--rootdir", str(here.parent), "-o", f"cache_dir={tempfile.gettempdir()}"]
+            "--rootdir", str(here.parent)]
     return pytest.main(args + sys.argv[1:])
 
 
