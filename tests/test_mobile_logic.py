@@ -143,7 +143,8 @@ def test_the_bundled_wgpu_native_library_is_found_and_loads(tmp_path, kind):
         framework = tmp_path / "bundle" / "Frameworks" / "org.llmchat.wgpu.framework"
         framework.mkdir(parents=True)
         shutil.copy(_wheel_library(), framework / "wgpu")
-        (app_dir / "libwgpu_native.fwork").write_text("Frameworks/org.llmchat.wgpu.framework/wgpu\n")
+        (app_dir / "llmchat_app" / "native").mkdir(parents=True)
+        (app_dir / "llmchat_app" / "native" / "libwgpu_native.fwork").write_text("Frameworks/org.llmchat.wgpu.framework/wgpu\n")
         native, expected = None, framework / "wgpu"
     env = {k: v for k, v in os.environ.items() if k != "WGPU_LIB_PATH"}
     assert configure_wgpu_library(kind, app_dir, native, env) == expected

@@ -34,20 +34,22 @@ def load_options(kind: str | None = None) -> dict:
 def library_candidates(kind: str, app_dir: Path, native_lib_dir: Path | None = None) -> list[Path]:
     """Where the bundled wgpu-native library may be, best first.
 
-    iOS: Briefcase's Xcode project turns a dylib shipped in the app into `Frameworks/<name>.framework/<name>` and
-    leaves a `.fwork` file (holding the framework binary's path relative to the bundle) where the dylib was.
+    iOS: the library is embedded as `Frameworks/libwgpu_native.framework` (mobile/README.md says how), or shipped
+    as `llmchat_app/native/libwgpu_native.dylib`, which Briefcase's Xcode build moves into a framework, leaving a
+    `.fwork` file that holds the framework binary's path relative to the bundle.
     Android: Gradle installs `jniLibs/<abi>/libwgpu_native.so` into the app's native library directory.
     Desktop: a library shipped next to the app wins over the wgpu wheel's own (none is shipped by default)."""
+    native = app_dir / "llmchat_app" / "native"
     if kind == "ios":
         bundle = app_dir.parent  # app_dir is <bundle>/app
-        fwork = app_dir / "libwgpu_native.fwork"
+        fwork = native / "libwgpu_native.fwork"
         found = [bundle / fwork.read_text().strip()] if fwork.is_file() else []
         return found + [bundle / "Frameworks" / "libwgpu_native.framework" / "libwgpu_native",
-                        app_dir / "libwgpu_native.dylib"]
+                        native / "libwgpu_native.dylib"]
     if kind == "android":
-        return [d / "libwgpu_native.so" for d in (native_lib_dir, app_dir) if d is not None]
+        return [native_lib_dir / "libwgpu_native.so"] if native_lib_dir is not None else []
     name = {"win32": "wgpu_native.dll", "darwin": "libwgpu_native.dylib"}.get(sys.platform, "libwgpu_native.so")
-    return [app_dir / "native" / name]
+    return [native / name]
 
 
 def configure_wgpu_library(kind: str, app_dir: Path, native_lib_dir: Path | None = None,
