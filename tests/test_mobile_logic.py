@@ -195,3 +195,40 @@ def test_the_pure_wgpu_wheel_runs_compute_with_a_bundled_library(tmp_path):
     assert out.returncode == 0, out.stderr
     info, wgpu_file = out.stdout.strip().splitlines()[-2:]
     assert wgpu_file.startswith(str(target)) and json.loads(info)["loaded"] == str(library)
+
+
+def test_a_model_too_large_for_the_adapter_is_refused_from_its_header(tmp_path, served, smollm2_path):
+    """The fit check reads the header over HTTP Range and plans on the adapter's limits: a phone-sized binding limit
+    refuses SmolLM2's 2048-token plan with the core's numbers, before the download."""
+    from llmchat.gpu.device import AdapterInfo
+    from llmchat_app.device_report import fit
+
+    store = ModelStore(tmp_path, mirror=served.url)
+    roomy = AdapterInfo(name="test", backend="vulkan")
+    assert fit(store, ENTRY, roomy).fits is True
+    tight = dataclasses.replace(roomy, max_binding_size=4 << 20)
+    verdict = fit(store, ENTRY, tight)
+    assert verdict.fits is False and "cannot run on this device" in verdict.detail and "4 MiB" in verdict.detail
+    assert served.served < ENTRY.size // 10  # the header, read in 1 MiB blocks; not the model
+    assert fit(ModelStore(tmp_path), ENTRY, roomy, remote=False).fits is None
+
+
+NO_ADAPTER_APP = """
+import asyncio, sys, time
+sys.path.insert(0, sys.argv[1])
+from llmchat_app.app import main
+app = main()
+deadline = time.monotonic() + 60
+while app.adapter is None and "No GPU adapter" not in app.device_text.value and time.monotonic() < deadline:
+    app.loop.run_until_complete(asyncio.sleep(0.05))
+print(app.device_text.value)
+"""
+
+
+def test_no_gpu_adapter_is_said_on_the_device_screen(tmp_path):
+    env = {**os.environ, "TOGA_BACKEND": "toga_dummy", "TOGA_DUMMY_HOME": str(tmp_path),
+           "WGPU_LIB_PATH": str(tmp_path / "missing" / "libwgpu_native.so")}
+    out = subprocess.run([sys.executable, "-c", NO_ADAPTER_APP, str(ROOT / "mobile" / "src")], env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("No GPU adapter: ") and "libwgpu_native.so" in out.stdout, out.stdout

@@ -143,6 +143,7 @@ class LLMChatApp(toga.App):
             return
         self.download_cancel = threading.Event()
         info = self.adapter
+        fitting = [name for name, f in getattr(self, "fits", {}).items() if f.fits]
         self.model_status.text = f"checking that {entry.name} fits this device…" if info else f"downloading {entry.name}"
 
         def work():
@@ -151,7 +152,8 @@ class LLMChatApp(toga.App):
                     verdict = fit(self.store, entry, info)
                     self.post(self._remember_fit, verdict)
                     if verdict.fits is False:
-                        raise LLMChatError(verdict.detail)
+                        raise LLMChatError(verdict.detail + (f". Models that fit here: {', '.join(fitting)}" if fitting
+                                                             else ". The Device screen shows what fits"))
                 path = download(self.store, entry, cancel=self.download_cancel,
                                 progress=lambda have, total: self.post(self._download_progress, entry, have, total))
             except Exception as e:
