@@ -5,6 +5,7 @@ replies' tokens are the Python API's for the same prompt and seed."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import time
 
@@ -90,9 +91,19 @@ def test_the_app_as_a_user_drives_it(make_app, smollm2_path):
         assert "smollm2: ?" in app.device_text.value  # not downloaded: checked from its header before download
         assert app.free_label.text.startswith("Free storage: ")
 
+        # On an adapter with a phone-sized binding limit the model is refused from its header, with the numbers.
+        select_model(app, "smollm2")
+        real = app.adapter
+        app.adapter = dataclasses.replace(real, max_binding_size=4 << 20)
+        press(app.download_button)
+        pump(app, lambda: not app.download_thread.is_alive() and "cannot run" in app.model_status.text,
+             what="the refusal")
+        assert "4 MiB binding limit" in app.model_status.text and "The Device screen shows what fits" in app.model_status.text
+        assert row(app, "smollm2").fits == "no" and row(app, "smollm2").on_this_device == "not downloaded"
+        app.adapter = real
+
         # Download: the header is checked against the adapter, the connection drops at 25% (the reader resumes it),
         # the user pauses at about half, and the app is closed.
-        select_model(app, "smollm2")
         press(app.download_button)
         pump(app, lambda: app.progress.value > 0.5, what="half the download")
         press(app.pause_button)
