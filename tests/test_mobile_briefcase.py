@@ -29,4 +29,4 @@ def test_briefcase_dev_runs_the_apps_tests(tmp_path):
     if not had_logs and logs.exists():
         shutil.rmtree(logs)
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
-    assert "3 passed" in out.stdout and "Test suite passed!" in out.stdout, out.stdout[-4000:]
+    assert "4 passed" in out.stdout and "Test suite passed!" in out.stdout, out.stdout[-4000:]

@@ -26,9 +26,10 @@ def test_a_reply_cut_by_a_kill_is_marked_cut(tmp_path):
     assert [m.state for m in ConversationStore(tmp_path / "c.sqlite3").messages(c.id)] == ["done", CUT]
 
 
+@pytest.mark.skipif(os.environ.get("TOGA_BACKEND") != "toga_dummy",
+                    reason="a platform backend starts the app inside its main loop, which a test cannot run")
 def test_the_app_starts_and_finds_a_gpu(tmp_path, monkeypatch):
-    if os.environ.get("TOGA_BACKEND") == "toga_dummy":
-        monkeypatch.setenv("TOGA_DUMMY_HOME", str(tmp_path))
+    monkeypatch.setenv("TOGA_DUMMY_HOME", str(tmp_path))
     from llmchat_app.app import main
 
     app = main()
@@ -42,3 +43,16 @@ def test_the_app_starts_and_finds_a_gpu(tmp_path, monkeypatch):
         assert [row.model for row in app.model_table.data][0] == "smollm2"
     finally:
         app.engine.close()
+
+
+def test_the_gpu_adapter_opens_through_the_bundled_wgpu():
+    """wgpu as this build ships it (with WGPU_LIB_PATH as the app sets it on phones) finds an adapter."""
+    from pathlib import Path
+
+    import llmchat_app
+    from llmchat.gpu import open_device
+    from llmchat_app.platform import configure_wgpu_library
+
+    configure_wgpu_library(device_kind(), Path(llmchat_app.__file__).resolve().parents[1])
+    info = open_device().info
+    assert info.name and info.max_binding_size > 0
