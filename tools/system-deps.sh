@@ -9,6 +9,9 @@ packages=(
     libvulkan1            # the Vulkan loader that wgpu-native opens
     mesa-vulkan-drivers   # lavapipe: a Vulkan device on the CPU, so wgpu finds an adapter without a GPU
     chromium              # browser tests: headless, WebGPU on SwiftShader (Playwright drives /usr/bin/chromium)
+    # The native app (mobile/): Briefcase checks these before it runs or builds a Linux app (its base packages,
+    # then the app's GTK ones from mobile/pyproject.toml), even under the toga-dummy backend.
+    python3-dev build-essential gir1.2-gtk-3.0 libcairo2-dev libcanberra-gtk3-module libgirepository1.0-dev
 )
 # Node.js runs Pyodide for the core's tests and npm installs it; a newer Node from elsewhere is fine as it is.
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
