@@ -537,3 +537,34 @@ def test_a_qwen3_shaped_model_runs_in_the_browser_like_the_native_engine(browser
         context.close()
     assert result["info"]["arch"] == "qwen3"
     assert result["ids"] == want
+
+
+def test_a_model_over_the_profile_budget_is_refused_before_downloading(browser_env, server, smollm2_path, tmp_path,
+                                                                     shots):
+    """<llm-chat profile="phone,gpu_budget=110MiB">: the phone profile's numbers come from Python
+    (llmchat.gpu.profiles), applied to the page's adapter; the plan refuses the model from its header alone."""
+    from llmchat.gguf import open_gguf
+    with open_gguf(smollm2_path) as gguf:
+        first_weight = min(t.offset for t in gguf.tensors.values())
+    context = _launch(browser_env, tmp_path / "profile")
+    try:
+        page = context.new_page()
+        server.log.clear()
+        page.goto(f"{server.url}/index.html?model={MODEL}&profile=phone,gpu_budget=110MiB")
+        page.wait_for_function("window.__events.some(e => e[0] === 'llm-error')")
+        error = events(page, "llm-error")[0]
+        assert error["code"] == "too-large", error
+        message = error["message"]
+        assert "the 'phone' device profile" in message and "110.0 MiB GPU memory budget" in message, message
+        assert "weights" in message and "KV cache" in message and "the largest context that fits is" in message
+        assert not events(page, "llm-ready")
+        assert message in page.locator("llm-chat .status").inner_text()
+        page.screenshot(path=shots / "profile-too-large.png")
+        # Only the header was fetched: every request started before the first weight, a few MiB in all.
+        ranges = [r for _, r in server.log.model_requests()]
+        assert ranges and all(r for r in ranges), ranges
+        spans = [tuple(int(x) for x in r.split("=")[1].split("-")) for r in ranges]
+        assert all(start < first_weight for start, _ in spans), spans
+        assert sum(end - start + 1 for start, end in spans) <= 4 << 20, spans
+    finally:
+        context.close()

@@ -36,9 +36,11 @@ def plan(gguf: GGUFFile, info: AdapterInfo, context: int, gpu_budget: int = 0) -
     return {**result, "model": config.name or config.arch, "vocab": config.vocab_size, "layers": config.n_layer}
 
 
-def check(store, bridge, context: int, gpu_budget: int) -> str:
-    """Parse the header (Range reads, no weights) and judge the model on this adapter. Returns the plan as JSON."""
-    device = BrowserDevice(bridge)
+def check(store, bridge, context: int, gpu_budget: int, profile: str | None = None) -> str:
+    """Parse the header (Range reads, no weights) and judge the model on this adapter, capped by the device
+    `profile` the page named (llmchat.gpu.profiles; its GPU memory budget counts with `gpu_budget`). Returns the
+    plan as JSON."""
+    device = BrowserDevice(bridge, profile=profile or None)
     with open_gguf(BrowserSource(store)) as gguf:
         result = plan(gguf, device.info, context, gpu_budget)
     _state["device"] = device

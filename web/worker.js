@@ -1,7 +1,7 @@
 // The dedicated module worker that runs the model: Pyodide with the llmchat wheel, on the page's WebGPU.
 //
 // Messages from the page:
-//   {type: "load", model, integrity, context, pyodideURL, distURL}
+//   {type: "load", model, integrity, context, profile, pyodideURL, distURL}   profile: a device profile name
 //   {type: "chat", id, request}      request: {messages | prompt, max_tokens, temperature, ...}
 //   {type: "stop", id}               ends reply `id` after the token being computed
 //   {type: "reset"}                  forgets the conversation
@@ -44,7 +44,7 @@ async function handle(message) {
   if (message.type === "stats") return post({ type: "stats", id: message.id, stats: { ...bridge.stats } });
 }
 
-async function load({ model, integrity, context = 2048, pyodideURL, distURL }) {
+async function load({ model, integrity, context = 2048, profile = null, pyodideURL, distURL }) {
   const t0 = performance.now();
   post({ type: "status", text: "Checking WebGPU" });
   bridge = await requestGPU();
@@ -73,7 +73,8 @@ async function load({ model, integrity, context = 2048, pyodideURL, distURL }) {
     mark = performance.now();
   };
   const budget = gpuBudget();
-  const plan = JSON.parse(await runtime.check.callPromising(store, bridge, context, budget));
+  // The profile's numbers live in Python (llmchat/gpu/profiles.py): only its name crosses.
+  const plan = JSON.parse(await runtime.check.callPromising(store, bridge, context, budget, profile));
   lap("check_s");
   store.loadTotal = plan.upload;  // bytes read from the file (the GPU may hold them repacked, larger)
   await store.checkQuota();
