@@ -61,10 +61,9 @@ class Profile:
         """`info` as seen through this profile: each limit the smaller of the two, features the profile lacks
         off (a profile never raises a limit nor adds a feature)."""
         subgroups = info.subgroups and self.subgroups
+        budget = min((b for b in (info.gpu_budget, self.gpu_budget) if b), default=0)  # 0 means unknown
         return replace(
-            info, profile=self.name, gpu_budget=min(b for b in (info.gpu_budget, self.gpu_budget) if b) if
-            (info.gpu_budget or self.gpu_budget) else 0,
-            f16=info.f16 and self.f16, subgroups=subgroups,
+            info, profile=self.name, gpu_budget=budget, f16=info.f16 and self.f16, subgroups=subgroups,
             subgroup_min_size=info.subgroup_min_size if subgroups else 0,
             subgroup_max_size=info.subgroup_max_size if subgroups else 0,
             **{name: min(getattr(info, name), getattr(self, name)) for name in LIMITS})
