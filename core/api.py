@@ -274,8 +274,8 @@ class _SlotLease:
 def load(model: str, *, profile: str | Profile | None = None, **options) -> LLM:
     """Open MODEL (a path, an http(s) URL, or a catalogue name such as "smollm2") on the best GPU adapter;
     `profile="phone"` caps the device to a class of devices (see `LLM`)."""
-    chosen = get_profile(profile)  # an unknown name fails before a catalogue model is pulled
-    return LLM(resolve(model), profile=chosen or NO_PROFILE, **options)
+    get_profile(profile)  # an unknown name fails before a catalogue model is pulled
+    return LLM(resolve(model), profile=profile, **options)
 
 
 def plan(model: str, *, profile: str | Profile | None = None, context: int | None = None,
