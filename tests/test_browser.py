@@ -568,3 +568,20 @@ def test_a_model_over_the_profile_budget_is_refused_before_downloading(browser_e
         assert sum(end - start + 1 for start, end in spans) <= 4 << 20, spans
     finally:
         context.close()
+
+
+def test_the_phone_profile_caps_the_browser_adapter(shared, server):
+    """Under profile="phone" the worker's Python sees the page's adapter through llmchat.gpu.profiles: the model
+    loads (it fits the 1 GiB budget) on an adapter with the profile's limits and without subgroups or f16."""
+    context, _ = shared
+    page = context.new_page()
+    try:
+        page.goto(f"{server.url}/index.html?model={MODEL}&profile=phone")
+        ready = wait_event(page, "llm-ready")
+        adapter = ready["adapter"]
+        assert adapter["profile"] == "phone" and adapter["gpu_budget"] == 1 << 30
+        assert not adapter["subgroups"] and not adapter["f16"] and adapter["subgroup_max_size"] == 0
+        assert adapter["max_binding_size"] == 128 << 20 and adapter["max_storage_buffers"] <= 8
+        assert ready["total"] < adapter["gpu_budget"]
+    finally:
+        page.close()
