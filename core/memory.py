@@ -105,8 +105,9 @@ def plan_memory(gguf: GGUFFile, info: AdapterInfo, *, context: int | None, n_slo
         fits = largest_context(gguf, info, context - 1, n_slots=n_slots, kv_positions=kv_positions,
                                step_tokens=step_tokens, fold_norms=fold_norms, gpu_budget=budget)
         where = f"the '{info.profile}' device profile" if info.profile else "this device"
-        advice = (f"the largest context that fits is {fits} tokens (--ctx, context=, the context-size attribute)"
-                  if fits else "no context fits, however small: the weights and one step's activations alone are "
+        slots = f" for {n_slots} sequences (fewer fit more: --max-batch, --cache-entries)" if n_slots > 1 else ""
+        advice = (f"the largest context that fits is {fits} tokens{slots} (--ctx, context=, the context-size "
+                  "attribute)" if fits else "no context fits, however small: the weights and one step's activations alone are "
                   "over the limits")
         raise ModelTooLargeError(f"{gguf.name}: this model cannot run on {where} with a context of {context} "
                                  f"tokens: " + "; ".join(problems) + f"; {advice}",
