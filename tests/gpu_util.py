@@ -158,6 +158,15 @@ def gpu(request: pytest.FixtureRequest) -> Iterator[Gpu]:
 
 
 @pytest.fixture(scope="session")
+def adapter_gpu() -> Iterator[Gpu]:
+    """The adapter as it is only: for whole-model suites, where running every case twice would cost minutes (the
+    phone profile's kernel variants are covered by the kernel suites and by test_golden.py)."""
+    g = _open()
+    yield g
+    g.device.close()
+
+
+@pytest.fixture(scope="session")
 def phone_gpu() -> Iterator[Gpu]:
     """The adapter under the phone profile only (for tests about the profile itself)."""
     g = _open(profile="phone")
