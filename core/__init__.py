@@ -6,12 +6,15 @@
 from .errors import LLMChatError
 
 __version__ = "0.1.0"
-__all__ = ["LLM", "LLMChatError", "load", "__version__"]
+__all__ = ["LLM", "LLMChatError", "load", "plan", "PROFILES", "__version__"]
 
 
 def __getattr__(name: str):
     # The engine is imported on first use so that `import llmchat` (and the CLI's light commands) stay fast.
-    if name in ("load", "LLM"):
+    if name in ("load", "LLM", "plan"):
         from . import api
         return getattr(api, name)
+    if name == "PROFILES":
+        from .gpu.profiles import PROFILES
+        return PROFILES
     raise AttributeError(f"module 'llmchat' has no attribute {name!r}")

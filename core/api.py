@@ -17,12 +17,13 @@ from .catalogue import resolve
 from .chat import ChatTemplate
 from .constraint import Constraint
 from .engine import Engine, Feed
-from .errors import ContextOverflowError, LLMChatError
+from .errors import ContextOverflowError, InvalidRequestError, LLMChatError
 from .generation import FinishEvent, GenerationRequest
 from .gguf import GGUFFile, open_gguf
 from .gpu import open_device
 from .gpu.kernels import Kernels
-from .memory import check_context, plan_memory
+from .gpu.profiles import NO_PROFILE, Profile, get_profile
+from .memory import MemoryPlan, check_context, default_plan, plan_memory
 from .models import model_class, model_config
 from .models.weights import WeightLoader
 from .reply import Reply
@@ -54,12 +55,20 @@ class Event:
 
 class LLM:
     def __init__(self, path, *, context: int | None = None, n_slots: int = 1, max_tokens_per_step: int = 64,
-                 device=None, fold_norms: bool | None = None, q8_activations: bool = False):
+                 device=None, fold_norms: bool | None = None, q8_activations: bool = False,
+                 profile: str | Profile | None = None):
         """`fold_norms` forces RMSNorms into (or out of) the projections; by default it depends on the adapter.
         `q8_activations` rounds activations to 8 bits before matmuls over quantized weights, as llama.cpp does: its
-        numbers rather than f32's (which are closer to the unquantized model)."""
+        numbers rather than f32's (which are closer to the unquantized model). `profile` caps the device to a class
+        of devices ("phone", "iphone", ... see llmchat.gpu.profiles; default $LLMCHAT_PROFILE): its limits, its
+        features and its GPU memory budget, which the memory plan checks before anything is allocated."""
         t0 = time.perf_counter()
         check_context(context)  # before anything is opened
+        chosen = get_profile(profile)
+        if device is not None and profile is not None and device.info.profile != (chosen.name if chosen else ""):
+            raise InvalidRequestError(f"the device given was opened under the profile "
+                                      f"'{device.info.profile or NO_PROFILE}', not '{profile}'; open it with "
+                                      "profile= or leave profile out")
         self.path = path
         # An open GGUFFile is taken as it is: the browser opens a split model's shards through its own store.
         self.gguf = path if isinstance(path, GGUFFile) else open_gguf(path)
@@ -67,7 +76,7 @@ class LLM:
         self.config = model_config(self.gguf)
         self.tokenizer = Tokenizer.from_metadata(md)
         self.template = ChatTemplate.from_metadata(md)
-        self.device = device or open_device()
+        self.device = device or open_device(profile=chosen or NO_PROFILE)
         # One slot more than asked for holds the `chat` conversation; all slots share the cache's memory, sized for
         # `n_slots` full contexts. The plan refuses what cannot fit before anything is allocated.
         self.plan = plan_memory(self.gguf, self.device.info, context=context, n_slots=n_slots,
@@ -263,6 +272,18 @@ class _SlotLease:
         self.kv.free_slot(self.slot)
 
 
-def load(model: str, **options) -> LLM:
-    """Open MODEL (a path, an http(s) URL, or a catalogue name such as "smollm2") on the best GPU adapter."""
-    return LLM(resolve(model), **options)
+def load(model: str, *, profile: str | Profile | None = None, **options) -> LLM:
+    """Open MODEL (a path, an http(s) URL, or a catalogue name such as "smollm2") on the best GPU adapter;
+    `profile="phone"` caps the device to a class of devices (see `LLM`)."""
+    get_profile(profile)  # an unknown name fails before a catalogue model is pulled
+    return LLM(resolve(model), profile=profile, **options)
+
+
+def plan(model: str, *, profile: str | Profile | None = None, context: int | None = None,
+         n_slots: int = 1) -> MemoryPlan:
+    """What MODEL needs on a device of `profile` (default $LLMCHAT_PROFILE; none: a GPU with WebGPU's default
+    limits), from its header alone: no GPU is opened, and an http(s) URL is read by Range, not downloaded
+    (a catalogue name is pulled first). Raises ModelTooLargeError with the numbers and the largest context that
+    would fit."""
+    with open_gguf(resolve(model)) as gguf:
+        return default_plan(gguf, get_profile(profile), context=context, n_slots=n_slots)

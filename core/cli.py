@@ -133,11 +133,14 @@ def rm_command(args: argparse.Namespace) -> int:
 
 def _inspect_arguments(parser: argparse.ArgumentParser) -> None:
     _model_argument(parser)
+    _profile_argument(parser)
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
 
 
 @command("inspect", "summarise a model file: metadata, tensors, sizes", _inspect_arguments)
 def inspect_command(args: argparse.Namespace) -> int:
+    from .gpu.profiles import get_profile
+    args.profile = get_profile(args.profile)  # an unknown name is refused before a catalogue model is pulled
     args.model = resolve(args.model)
     from .inspect_cmd import inspect_main
 
@@ -206,8 +209,16 @@ BENCH_PROMPT = ("The history of the city of Paris begins with the Parisii, a Cel
                 "in the Seine. Over the centuries the settlement grew into")
 
 
+def _profile_argument(parser: argparse.ArgumentParser) -> None:
+    from .gpu.profiles import ENV, PROFILES
+    parser.add_argument("--profile", metavar="NAME",
+                        help=f"cap the GPU to a class of devices: {', '.join(PROFILES)} (limits, features and a GPU "
+                             f"memory budget; e.g. phone, or phone,gpu_budget=512MiB; default: ${ENV}, else none)")
+
+
 def _engine_arguments(parser: argparse.ArgumentParser) -> None:
     _model_argument(parser)
+    _profile_argument(parser)
     parser.add_argument("--ctx", type=_positive_int, help=CTX_HELP)
     parser.add_argument("--q8-activations", action="store_true",
                         help="round activations to 8 bits before quantized matmuls, as llama.cpp does (its numbers, "
@@ -269,10 +280,14 @@ def _sampling(args: argparse.Namespace) -> dict[str, Any]:
 def _load(args: argparse.Namespace):
     from .api import load
 
-    llm = load(args.model, context=args.ctx, q8_activations=args.q8_activations)
-    if llm.device.info.software and not args.json:
-        print(f"llmchat: {llm.device.info.name} is a software (CPU-emulated) adapter: expect it to be slow",
-              file=sys.stderr)
+    llm = load(args.model, context=args.ctx, q8_activations=args.q8_activations, profile=args.profile)
+    info = llm.device.info
+    if info.software and not args.json:
+        print(f"llmchat: {info.name} is a software (CPU-emulated) adapter: expect it to be slow", file=sys.stderr)
+    if info.profile and not args.json:
+        print(f"llmchat: device profile '{info.profile}' (GPU memory budget {info.gpu_budget / 2**20:.0f} MiB, "
+              f"bindings up to {info.max_binding_size >> 20} MiB, f16 {'on' if info.f16 else 'off'}, subgroups "
+              f"{'on' if info.subgroups else 'off'})", file=sys.stderr)
     return llm
 
 
@@ -398,7 +413,8 @@ def bench_command(args: argparse.Namespace) -> int:
     best = max(runs, key=lambda e: e.timings["decode_tok_s"])
     # Each speed from its best run: the first prefill also compiles the prefill programs.
     timings = {**best.timings, "prefill_tok_s": max(e.timings["prefill_tok_s"] for e in runs)}
-    result = {"model": llm.path, "prompt_tokens": best.usage["prompt_tokens"],
+    result = {"model": llm.path, "profile": llm.device.info.profile or None,
+              "prompt_tokens": best.usage["prompt_tokens"],
               "generated": best.usage["completion_tokens"], **timings,
               "dispatches_per_token": llm.engine.dispatches_per_step(
                   context=best.usage["prompt_tokens"] + best.usage["completion_tokens"]),
@@ -417,6 +433,7 @@ def bench_command(args: argparse.Namespace) -> int:
 
 def _serve_arguments(parser: argparse.ArgumentParser) -> None:
     _model_argument(parser)
+    _profile_argument(parser)
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8000, help="port to listen on (default 8000)")
     parser.add_argument("--api-key", default=os.environ.get("LLMCHAT_API_KEY"),
@@ -462,7 +479,8 @@ def serve_command(args: argparse.Namespace) -> int:
                       cache_entries=args.cache_entries, cors_origins=tuple(args.cors_origin),
                       web_dir=args.web_dir, pages_dir=args.pages, log_level=args.log_level, api_key_all=args.api_key_all,
                       allowed_hosts=tuple(args.allowed_host), max_body=args.max_body,
-                      shutdown_grace=args.shutdown_grace, header_timeout=args.header_timeout))
+                      shutdown_grace=args.shutdown_grace, header_timeout=args.header_timeout,
+                      profile=args.profile))
     return 0
 
 

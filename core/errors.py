@@ -58,7 +58,16 @@ class DeviceLostError(GPUError):
 
 
 class ModelTooLargeError(GPUError):
-    """The model or its KV cache does not fit the adapter's limits or memory."""
+    """The model or its KV cache does not fit the adapter's limits or memory.
+
+    Raised by the memory plan (llmchat.memory), it also carries the numbers for a program to show: `profile` (the
+    device profile's name, "" for none), `budget` (bytes, 0 when unknown), `needs` (the plan's bytes: weights,
+    kv_cache, activations, total, ...) and `largest_context` (tokens that would fit; 0 when none does)."""
+
+    def __init__(self, message: str, *, profile: str = "", budget: int = 0, needs: dict | None = None,
+                 largest_context: int | None = None):
+        super().__init__(message)
+        self.profile, self.budget, self.needs, self.largest_context = profile, budget, needs or {}, largest_context
 
 
 class MissingDependencyError(LLMChatError, ImportError):

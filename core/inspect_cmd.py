@@ -15,6 +15,7 @@ from typing import TextIO
 from .errors import LLMChatError
 from .gguf import GGUFFile, GGUFValueType, open_gguf
 from .gguf_header import MetadataType
+from .gpu.profiles import Profile
 from .memory import DEFAULT_ADAPTER, DEFAULT_CONTEXT, default_plan
 
 ARRAY_PREVIEW = 5  # items shown of a long array
@@ -25,14 +26,14 @@ def inspect_main(args: argparse.Namespace) -> int:
     """Print the summary of `args.model` (a path or URL) as text, or as JSON when `args.json` is set."""
     with open_gguf(args.model) as model:
         if getattr(args, "json", False):
-            json.dump(summary(model), sys.stdout)
+            json.dump(summary(model, getattr(args, "profile", None)), sys.stdout)
             sys.stdout.write("\n")
         else:
-            print_text(model, sys.stdout)
+            print_text(model, sys.stdout, getattr(args, "profile", None))
     return 0
 
 
-def summary(model: GGUFFile) -> dict[str, object]:
+def summary(model: GGUFFile, profile: Profile | None = None) -> dict[str, object]:
     """The JSON form: full metadata, and the tensor table (with each tensor's shard for split models)."""
     split = len(model.sources) > 1
     tensors = []
@@ -44,15 +45,18 @@ def summary(model: GGUFFile) -> dict[str, object]:
         tensors.append(entry)
     return {"version": model.version, "alignment": model.alignment,
             "metadata": {key: _jsonable(value) for key, value in model.metadata.items()}, "tensors": tensors,
-            "plan": run_plan(model)}
+            "plan": run_plan(model, profile)}
 
 
-def run_plan(model: GGUFFile) -> dict:
-    """What this version needs to run the model (llmchat.memory), or why it cannot."""
+def run_plan(model: GGUFFile, profile: Profile | None = None) -> dict:
+    """What this version needs to run the model (llmchat.memory) on a device of `profile`, or why it cannot."""
+    where = {"profile": profile.name, "gpu_budget": profile.gpu_budget} if profile else {}
     try:
-        return default_plan(model).as_dict()
+        return {**default_plan(model, profile).as_dict(), **where}
     except LLMChatError as exc:
-        return {"error": str(exc)}
+        return {"error": str(exc), **where,
+                **({"largest_context": exc.largest_context} if getattr(exc, "largest_context", None) is not None
+                   else {})}
 
 
 def _jsonable(value: object) -> object:
@@ -65,7 +69,7 @@ def _jsonable(value: object) -> object:
     return value
 
 
-def print_text(model: GGUFFile, out: TextIO) -> None:
+def print_text(model: GGUFFile, out: TextIO, profile: Profile | None = None) -> None:
     n_params = sum(t.n_elements for t in model.tensors.values())
     n_bytes = sum(t.nbytes for t in model.tensors.values())
     if len(model.sources) == 1:
@@ -96,8 +100,10 @@ def print_text(model: GGUFFile, out: TextIO) -> None:
                  for column, (cell, width) in enumerate(zip(row, widths, strict=True))]
         out.write("  " + "  ".join(cells).rstrip() + "\n")
 
-    plan = run_plan(model)
-    out.write(f"\nto run ({DEFAULT_ADAPTER.name}, {DEFAULT_CONTEXT}-token context):\n")
+    plan = run_plan(model, profile)
+    device = (f"the '{profile.name}' device profile, {profile.gpu_budget / 2**20:.0f} MiB GPU memory budget"
+              if profile else DEFAULT_ADAPTER.name)
+    out.write(f"\nto run ({device}, {DEFAULT_CONTEXT}-token context):\n")
     if "error" in plan:
         out.write(f"  cannot: {plan['error']}\n")
     else:

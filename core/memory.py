@@ -15,6 +15,7 @@ from .errors import ContextLengthWarning, InvalidRequestError, ModelTooLargeErro
 from .gguf import GGUFFile
 from .gpu.device import BINDING_ALIGN, AdapterInfo
 from .gpu.kvlayout import blocks_for, layer_bytes
+from .gpu.profiles import Profile
 from .gpu.ops import TOPK_MAX, topk_words
 from .models import model_class, model_config
 from .kv_cache import state_bytes
@@ -94,11 +95,50 @@ def plan_memory(gguf: GGUFFile, info: AdapterInfo, *, context: int | None, n_slo
                 kv_positions: int | None = None, step_tokens: int = 64, fold_norms: bool | None = None,
                 gpu_budget: int = 0) -> MemoryPlan:
     """The plan for `n_slots` sequences of up to `context` positions (see `context_size`; None: the default)
-    sharing a cache of `kv_positions` (default: a full context each). Raises ModelTooLargeError,
-    naming every problem, when a binding or the `gpu_budget` (bytes, 0 = unknown) would be exceeded, and
+    sharing a cache of `kv_positions` (default: a full context each). Raises ModelTooLargeError, naming every
+    problem and the largest context that would fit, when a binding or the GPU memory budget would be exceeded: the
+    smaller of `gpu_budget` and the adapter's own `info.gpu_budget` (a device profile's; 0 = unknown). Raises
     UnsupportedModelError for an architecture or tensor type this version cannot run."""
+    budget = min((b for b in (gpu_budget, info.gpu_budget) if b), default=0)
     config = model_config(gguf)
     context = context_size(context, config.context_length, gguf.name)
+    plan, problems = _plan(gguf, info, config, context, n_slots, kv_positions, step_tokens, fold_norms, budget)
+    if problems:
+        fits = largest_context(gguf, info, context - 1, n_slots=n_slots, kv_positions=kv_positions,
+                               step_tokens=step_tokens, fold_norms=fold_norms, gpu_budget=budget)
+        where = f"the '{info.profile}' device profile" if info.profile else "this device"
+        slots = f" for {n_slots} sequences (fewer fit more: --max-batch, --cache-entries)" if n_slots > 1 else ""
+        advice = (f"the largest context that fits is {fits} tokens{slots} (--ctx, context=, the context-size "
+                  "attribute)" if fits else "no context fits, however small: the weights and one step's activations alone are "
+                  "over the limits")
+        raise ModelTooLargeError(f"{gguf.name}: this model cannot run on {where} with a context of {context} "
+                                 f"tokens: " + "; ".join(problems) + f"; {advice}",
+                                 profile=info.profile, budget=budget, needs=plan.as_dict(), largest_context=fits)
+    return plan
+
+
+def largest_context(gguf: GGUFFile, info: AdapterInfo, below: int, *, n_slots: int = 1,
+                    kv_positions: int | None = None, step_tokens: int = 64, fold_norms: bool | None = None,
+                    gpu_budget: int = 0) -> int:
+    """The largest context of at most `below` tokens whose plan fits (0: none does), found by bisection over the
+    same plan a load makes (only the KV cache grows with the context, so fitting is monotonic)."""
+    config = model_config(gguf)
+
+    def fits(context: int) -> bool:
+        return not _plan(gguf, info, config, context, n_slots, kv_positions, step_tokens, fold_norms, gpu_budget)[1]
+
+    if below < 1 or not fits(1):
+        return 0
+    lo, hi = 1, below  # fits(lo); the answer is in [lo, hi]
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid - 1)
+    return lo
+
+
+def _plan(gguf: GGUFFile, info: AdapterInfo, config, context: int, n_slots: int, kv_positions: int | None,
+          step_tokens: int, fold_norms: bool | None, gpu_budget: int) -> tuple[MemoryPlan, list[str]]:
+    """The plan for a resolved `context`, and what of it does not fit (empty when it all does)."""
     kv_positions = kv_positions or context * n_slots
     step = step_bucket(step_tokens)
     loader = WeightLoader(gguf, info=info)
@@ -125,15 +165,19 @@ def plan_memory(gguf: GGUFFile, info: AdapterInfo, *, context: int | None, n_slo
         problems.append(f"one step's activations of {step} tokens exceed the {info.max_binding_size >> 20} MiB binding "
                         "limit (use fewer tokens per step)")
     if gpu_budget and plan.total > gpu_budget:
-        problems.append(f"it needs about {plan.total / 2**30:.2f} GiB of GPU memory (weights "
-                        f"{plan.weights / 2**30:.2f} GiB, KV cache {plan.kv_cache / 2**30:.2f} GiB, activations "
-                        f"{plan.activations / 2**30:.2f} GiB), more than this device is likely to have "
-                        f"({gpu_budget / 2**30:.1f} GiB)")
-    if problems:
-        raise ModelTooLargeError(f"{gguf.name}: this model cannot run on this device: " + "; ".join(problems))
-    return plan
+        problems.append(f"it needs {_mib(plan.total)} of GPU memory (weights {_mib(plan.weights)}, KV cache "
+                        f"{_mib(plan.kv_cache)}, activations {_mib(plan.activations)}), more than the "
+                        f"{_mib(gpu_budget)} GPU memory budget")
+    return plan, problems
 
 
-def default_plan(gguf: GGUFFile) -> MemoryPlan:
-    """The plan on DEFAULT_ADAPTER: what `llmchat inspect` and `llmchat list` report without opening a GPU."""
-    return plan_memory(gguf, DEFAULT_ADAPTER, context=None)
+def _mib(n: int) -> str:
+    return f"{n / 2**30:.2f} GiB" if n >= 1 << 30 else f"{n / 2**20:.1f} MiB"
+
+
+def default_plan(gguf: GGUFFile, profile: Profile | None = None, *, context: int | None = None,
+                 n_slots: int = 1) -> MemoryPlan:
+    """The plan on DEFAULT_ADAPTER (capped by `profile`, when given): what `llmchat inspect`, `llmchat list` and
+    `llmchat.plan` report without opening a GPU."""
+    info = profile.apply(DEFAULT_ADAPTER) if profile else DEFAULT_ADAPTER
+    return plan_memory(gguf, info, context=context, n_slots=n_slots)

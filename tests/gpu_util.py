@@ -143,10 +143,33 @@ def _open(**options) -> Gpu:
     return Gpu(device, Kernels(device))
 
 
+# The kernel suites run twice: on the adapter as it is (or as $LLMCHAT_PROFILE caps it), and under the phone
+# profile, which turns subgroups and f16 off and lowers the limits to WebGPU's defaults, so the variants phones get
+# (plain loads of x, no subgroup kernels) are checked against the same references.
+GPU_PROFILES = [None, "phone"]
+
+
+@pytest.fixture(scope="session", params=GPU_PROFILES, ids=lambda p: p or "default")
+def gpu(request: pytest.FixtureRequest) -> Iterator[Gpu]:
+    """The adapter, once as it is and once under the phone profile; kernels compiled once per device."""
+    g = _open(profile=request.param)
+    yield g
+    g.device.close()
+
+
 @pytest.fixture(scope="session")
-def gpu() -> Iterator[Gpu]:
-    """The adapter as it is; kernels compiled once for the whole session."""
+def adapter_gpu() -> Iterator[Gpu]:
+    """The adapter as it is only: for whole-model suites, where running every case twice would cost minutes (the
+    phone profile's kernel variants are covered by the kernel suites and by test_golden.py)."""
     g = _open()
+    yield g
+    g.device.close()
+
+
+@pytest.fixture(scope="session")
+def phone_gpu() -> Iterator[Gpu]:
+    """The adapter under the phone profile only (for tests about the profile itself)."""
+    g = _open(profile="phone")
     yield g
     g.device.close()
 

@@ -16,7 +16,7 @@ import gguf
 import numpy as np
 import pytest
 
-from gpu_util import gpu  # noqa: F401 (a fixture)
+from gpu_util import adapter_gpu  # noqa: F401 (a fixture)
 from llmchat.api import LLM
 from llmchat.engine import Feed
 from llmchat.errors import UnsupportedModelError
@@ -53,13 +53,13 @@ def _compare(got: np.ndarray, want: np.ndarray, tol: float, what: str) -> float:
 
 
 @pytest.mark.parametrize("name,label", CASES, ids=[n + (f"-as-{lb}" if lb else "") for n, lb in CASES])
-def test_logits_match_llama_cpp(tmp_path, gpu, name, label):  # noqa: F811 (gpu is a fixture)
+def test_logits_match_llama_cpp(tmp_path, adapter_gpu, name, label):  # noqa: F811 (adapter_gpu is a fixture)
     v = VARIANTS[name]
     path = write_model(tmp_path / "m.gguf", **v["params"], label=label)
     if label is None:  # the file llama.cpp read, byte for byte
         assert hashlib.sha256(path.read_bytes()).hexdigest() == v["sha256"], "the gguf writer's output drifted"
     tol = TOLERANCE[v["params"]["qtype"]]
-    llm = LLM(str(path), context=v["context"], device=gpu.device, max_tokens_per_step=STEP)
+    llm = LLM(str(path), context=v["context"], device=adapter_gpu.device, max_tokens_per_step=STEP)
     assert llm.context == v["context"]
     vocab = llm.config.vocab_size
     for k, prompt in enumerate(v["prompts"]):
@@ -82,7 +82,7 @@ def test_logits_match_llama_cpp(tmp_path, gpu, name, label):  # noqa: F811 (gpu 
 
 
 @pytest.mark.parametrize("arch", ["starcoder2", "olmo2", "qwen35", "gemma4", "lfm2moe"])
-def test_unsupported_architecture_is_refused_by_name(tmp_path, gpu, arch):  # noqa: F811
+def test_unsupported_architecture_is_refused_by_name(tmp_path, adapter_gpu, arch):  # noqa: F811
     """A file llama.cpp runs but llmchat does not: refused up front, naming the architecture and what is supported."""
     path = tmp_path / f"{arch}.gguf"
     w = gguf.GGUFWriter(str(path), arch)
@@ -102,18 +102,18 @@ def test_unsupported_architecture_is_refused_by_name(tmp_path, gpu, arch):  # no
     w.write_tensors_to_file()
     w.close()
     with pytest.raises(UnsupportedModelError) as info:
-        LLM(str(path), device=gpu.device)
+        LLM(str(path), device=adapter_gpu.device)
     message = str(info.value)
     assert f"'{arch}'" in message and "not supported" in message
     assert all(name in message for name in supported())
 
 
-def test_what_llama_cpp_would_compute_differently_is_refused(tmp_path, gpu):  # noqa: F811
+def test_what_llama_cpp_would_compute_differently_is_refused(tmp_path, adapter_gpu):  # noqa: F811
     # A tensor the architecture's file never reads (llama.cpp adds this output-projection bias).
     path = write_model(tmp_path / "bias.gguf", arch="llama", qtype="F32", n_embd=64, n_head=4, n_kv_head=2, n_ff=96,
                        attention_bias=True)
     with pytest.raises(UnsupportedModelError, match=r"blk\.0\.attn_output\.bias"):
-        LLM(str(path), device=gpu.device)
+        LLM(str(path), device=adapter_gpu.device)
     # Gemma's final logit soft-capping, which llama.cpp applies when the key is present.
     path = write_model(tmp_path / "gemma.gguf", **VARIANTS["gemma3"]["params"])
     with open_gguf(str(path)) as f:

@@ -523,3 +523,51 @@ def test_a_hybrid_lfm2_runs_in_the_browser_like_the_native_engine(page, tmp_path
     """A tiny random LFM2: convolution blocks with their per-sequence state beside an attention block."""
     _tiny_model_like_native(page, tmp_path, "tiny-lfm2", arch="lfm2", n_layer=3, n_embd=64, n_head=4,
                             n_kv_head=2, n_ff=96, conv_layers=(True, False, True), seed=23)
+
+
+def test_a_model_over_the_profile_budget_is_refused_before_downloading(launch_profile, server, smollm2_path,
+                                                                     tmp_path, shots):
+    """<llm-chat profile="phone,gpu_budget=110MiB">: the phone profile's numbers come from Python
+    (llmchat.gpu.profiles), applied to the page's adapter; the plan refuses the model from its header alone."""
+    from llmchat.gguf import open_gguf
+    with open_gguf(smollm2_path) as gguf:
+        first_weight = min(t.offset for t in gguf.tensors.values())
+    context = _launch(launch_profile, tmp_path / "profile")
+    try:
+        page = context.new_page()
+        server.log.clear()
+        page.goto(f"{server.url}/index.html?model={MODEL}&profile=phone,gpu_budget=110MiB")
+        page.wait_for_function("window.__events.some(e => e[0] === 'llm-error')")
+        error = events(page, "llm-error")[0]
+        assert error["code"] == "too-large", error
+        message = error["message"]
+        assert "the 'phone' device profile" in message and "110.0 MiB GPU memory budget" in message, message
+        assert "weights" in message and "KV cache" in message and "the largest context that fits is" in message
+        assert not events(page, "llm-ready")
+        assert message in page.locator("llm-chat .status").inner_text()
+        page.screenshot(path=shots / "profile-too-large.png")
+        # Only the header was fetched: every request started before the first weight, a few MiB in all.
+        ranges = [r for _, r in server.log.model_requests()]
+        assert ranges and all(r for r in ranges), ranges
+        spans = [tuple(int(x) for x in r.split("=")[1].split("-")) for r in ranges]
+        assert all(start < first_weight for start, _ in spans), spans
+        assert sum(end - start + 1 for start, end in spans) <= 4 << 20, spans
+    finally:
+        context.close()
+
+
+def test_the_phone_profile_caps_the_browser_adapter(shared, server):
+    """Under profile="phone" the worker's Python sees the page's adapter through llmchat.gpu.profiles: the model
+    loads (it fits the 1 GiB budget) on an adapter with the profile's limits and without subgroups or f16."""
+    context, _ = shared
+    page = context.new_page()
+    try:
+        page.goto(f"{server.url}/index.html?model={MODEL}&profile=phone")
+        ready = wait_event(page, "llm-ready")
+        adapter = ready["adapter"]
+        assert adapter["profile"] == "phone" and adapter["gpu_budget"] == 1 << 30
+        assert not adapter["subgroups"] and not adapter["f16"] and adapter["subgroup_max_size"] == 0
+        assert adapter["max_binding_size"] == 128 << 20 and adapter["max_storage_buffers"] <= 8
+        assert ready["total"] < adapter["gpu_budget"]
+    finally:
+        page.close()

@@ -33,7 +33,7 @@ def test_a_context_beyond_the_trained_length_runs_as_asked_with_a_warning(model)
 
 
 def test_too_little_gpu_memory_is_refused_with_the_numbers(model):
-    with pytest.raises(ModelTooLargeError, match=r"GiB of GPU memory.*weights"):
+    with pytest.raises(ModelTooLargeError, match=r"of GPU memory \(weights .*GPU memory budget"):
         plan(model, PHONE, context=2048, gpu_budget=64 << 20)
 
 

@@ -128,3 +128,32 @@ def test_bad_schemas_and_grammars_are_one_line_errors(model, tmp_path, args, wor
     assert err.returncode == 2 and "Traceback" not in err.stderr
     if args[0] == "--json-schema":
         assert time.perf_counter() - started < 20  # refused before the model loads
+
+
+def test_profile_phone_end_to_end(model):
+    """--profile phone on lavapipe: the same greedy tokens, and bench's JSON names the profile and its adapter."""
+    out = json.loads(ok(llmchat("run", model, "-p", COUNTING["text"], "-n", "8", "--json", "--profile", "phone")))
+    assert out["ids"] == COUNTING["greedy_ids"][:8]
+    assert out["adapter"]["profile"] == "phone" and not out["adapter"]["subgroups"] and not out["adapter"]["f16"]
+    bench = json.loads(ok(llmchat("bench", model, "-n", "4", "--repeat", "1", "--json", "--profile", "phone")))
+    assert bench["profile"] == "phone" and bench["adapter"]["gpu_budget"] == 1 << 30
+    assert bench["adapter"]["max_binding_size"] == 128 << 20 and bench["decode_tok_s"] > 0
+
+
+def test_profile_errors_are_one_line(model):
+    line = one_line_error(llmchat("run", model, "-p", "x", "--profile", "toaster"))
+    assert "unknown device profile 'toaster'; known profiles: phone, iphone, iphone-safari, adreno, mali" in line
+    line = one_line_error(llmchat("run", model, "-p", "x", "--profile", "phone,gpu_budget=110MiB"))
+    assert "'phone' device profile" in line and "110.0 MiB GPU memory budget" in line
+    assert "the largest context that fits is" in line
+    # The environment names the default profile.
+    line = one_line_error(llmchat("bench", model, "-n", "1", env={"LLMCHAT_PROFILE": "phone,gpu_budget=64MiB"}))
+    assert "no context fits, however small" in line
+
+
+def test_inspect_reports_what_fits_under_a_profile_without_a_gpu(model):
+    plan = json.loads(ok(llmchat("inspect", model, "--json", "--profile", "phone,gpu_budget=110MiB")))["plan"]
+    assert plan["profile"] == "phone" and plan["gpu_budget"] == 110 << 20 and plan["largest_context"] > 0
+    assert "largest context that fits" in plan["error"]
+    text = ok(llmchat("inspect", model, "--profile", "phone"))
+    assert "the 'phone' device profile, 1024 MiB GPU memory budget" in text

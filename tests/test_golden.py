@@ -45,20 +45,28 @@ def llms(request):
     from llmchat.api import LLM
     loaded = {}
 
-    def get(name: str, q8_activations: bool = False):
-        if (name, q8_activations) not in loaded:
+    def get(name: str, q8_activations: bool = False, profile: str | None = None):
+        if (name, q8_activations, profile) not in loaded:
             golden = MODELS[name]
-            loaded[name, q8_activations] = LLM(str(request.getfixturevalue(golden.fixture)), context=1024,
-                                               q8_activations=q8_activations)
-        return loaded[name, q8_activations]
+            loaded[name, q8_activations, profile] = LLM(str(request.getfixturevalue(golden.fixture)), context=1024,
+                                                        q8_activations=q8_activations, profile=profile)
+        return loaded[name, q8_activations, profile]
     return get
 
 
-@pytest.mark.parametrize("name,index", CASES, ids=lambda v: str(v))
-def test_last_position_logits(llms, name, index):
+# SmolLM2 also runs under the phone device profile (no subgroups, no f16, WebGPU's default limits, a 1 GiB budget):
+# the kernel variants a phone gets must meet the same references.
+PROFILED = [(name, i, None) for name, i in CASES] + [("smollm2", i, "phone") for name, i in CASES if name == "smollm2"]
+
+
+@pytest.mark.parametrize("name,index,profile", PROFILED, ids=lambda v: str(v))
+def test_last_position_logits(llms, name, index, profile):
     golden = MODELS[name]
     case = golden.reference["prompts"][index]
-    ids, logits = llms(name).logits(case["text"])
+    llm = llms(name, profile=profile)
+    if profile:
+        assert llm.device.info.profile == profile and not llm.device.info.subgroups
+    ids, logits = llm.logits(case["text"])
     assert ids == case["ids"]
     logits = np.asarray(logits)
     top = np.argsort(-logits, kind="stable")[:32]
@@ -68,22 +76,22 @@ def test_last_position_logits(llms, name, index):
     assert np.abs(ours - np.asarray(case["top_logits"])).max() < golden.logit_tolerance
 
 
-@pytest.mark.parametrize("name", list(MODELS))
-def test_greedy_continuations(llms, name):
+@pytest.mark.parametrize("name,profile", [(name, None) for name in MODELS] + [("smollm2", "phone")])
+def test_greedy_continuations(llms, name, profile):
     prompts = MODELS[name].reference["prompts"]
     agree = 0
     for case in prompts:
-        events = list(llms(name).generate(case["text"], max_tokens=8))
+        events = list(llms(name, profile=profile).generate(case["text"], max_tokens=8))
         got = [e.token for e in events if e.token is not None]
         agree += got[:8] == case["greedy_ids"][:8]
     assert agree >= len(prompts) - 1, agree
 
 
-@pytest.mark.parametrize("q8", [False, True], ids=["f32", "q8-activations"])
-@pytest.mark.parametrize("name", list(MODELS))
-def test_perplexity(llms, name, q8):
+@pytest.mark.parametrize("name,q8,profile", [(name, q8, None) for name in MODELS for q8 in (False, True)]
+                         + [("smollm2", False, "phone")], ids=lambda v: str(v))
+def test_perplexity(llms, name, q8, profile):
     golden = MODELS[name]
     want = golden.reference["perplexity"]
-    got = llms(name, q8).perplexity(TEXTS["perplexity_text"], window=want["window"])
+    got = llms(name, q8, profile).perplexity(TEXTS["perplexity_text"], window=want["window"])
     assert got["tokens"] == want["scored_tokens"]
     assert abs(got["ppl"] / want["ppl"] - 1) < (0.01 if q8 else golden.ppl_tolerance), (got, want)

@@ -32,7 +32,8 @@ pytestmark = pytest.mark.gpu
 # What CPU emulators choose (8 rows for decode, 8 x 4 or 8 x 8 for prefill, shared or plain loads), the GPU
 # decode tile, and smaller tiles with larger workgroups.
 TILES = [MatmulTile(*t) for t in [(1, 1, 64, "plain"), (8, 1, 8, "shared"), (8, 1, 8, "plain"), (8, 4, 8, "shared"),
-                                  (8, 8, 8, "shared"), (8, 8, 8, "plain"), (4, 8, 16, "shared"), (2, 4, 16, "plain")]]
+                                  (8, 4, 8, "plain"), (8, 8, 8, "shared"), (8, 8, 8, "plain"), (4, 8, 16, "shared"),
+                                  (2, 4, 16, "plain")]]
 
 
 def tile_id(t: MatmulTile) -> str:

@@ -65,7 +65,8 @@ export async function createEngine(options = {}) {
 }
 
 export class Engine extends EventTarget {
-  // options: model (a URL or a Hugging Face reference), integrity, context (tokens), endpoint, mode ("auto" |
+  // options: model (a URL or a Hugging Face reference), integrity, context (tokens), profile (a device profile
+  // such as "phone": caps the GPU's limits and memory budget, see llmchat.gpu.profiles), endpoint, mode ("auto" |
   // "local" | "remote"), apiKey and remoteModel (for the endpoint), hubEndpoint (a Hugging Face mirror),
   // pyodideURL (a CDN folder, default: our own dist), distURL, workerURL, onProgress, onStatus, onWarning
   constructor(options = {}) {
@@ -114,7 +115,8 @@ export class Engine extends EventTarget {
       this.worker.onerror = (event) => reject(this.#fail(new EngineError("worker", event.message || "worker failed")));
       this.worker.postMessage({
         type: "load", model: url, integrity: this.options.integrity,
-        context: this.options.context || 2048, pyodideURL: this.options.pyodideURL,
+        context: this.options.context || 2048, profile: this.options.profile || null,
+        pyodideURL: this.options.pyodideURL,
         distURL: this.options.distURL || here("./dist/pyodide/"),
       });
     });

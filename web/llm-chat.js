@@ -6,12 +6,13 @@
 // Attributes: model (a GGUF URL, or a Hugging Face reference such as hf://ORG/REPO/FILE.gguf or ORG/REPO:QUANT),
 // integrity (sha256 of the model), system-prompt, endpoint (OpenAI-compatible /v1 URL), mode (auto | local |
 // remote), remote-model (the model name sent to the endpoint), temperature, max-tokens, context-size, pyodide-url
-// (to load Pyodide from a CDN), hub-endpoint (a Hugging Face mirror), placeholder, preload (load the model at once,
-// even while the element is out of sight; without it loading starts when the element first shows), render
-// (markdown | text), persist ("false": the conversation is not kept across reloads). Properties: tools (OpenAI
-// function tools the model may call), maxToolRounds (default 8). Methods: send(text), regenerate(), edit(index,
-// text), stop(), reset(), showStorage(). Events (bubbling, composed; details in the README): llm-progress,
-// llm-ready, llm-token, llm-done, llm-error, llm-restore, and llm-tool-call (answer it with
+// (to load Pyodide from a CDN), hub-endpoint (a Hugging Face mirror), profile (a device profile such as "phone":
+// its limits and GPU memory budget apply, and a model over the budget is refused before downloading), placeholder,
+// preload (load the model at once, even while the element is out of sight; without it loading starts when the
+// element first shows), render (markdown | text), persist ("false": the conversation is not kept across reloads).
+// Properties: tools (OpenAI function tools the model may call), maxToolRounds (default 8). Methods: send(text),
+// regenerate(), edit(index, text), stop(), reset(), showStorage(). Events (bubbling, composed; details in the
+// README): llm-progress, llm-ready, llm-token, llm-done, llm-error, llm-restore, and llm-tool-call (answer it with
 // event.detail.respond(result)). Styling: CSS custom properties --llm-chat-* and parts (container, status, progress,
 // warning, storage, log, message, user, assistant, reasoning, tool, actions, form, input, send, stop). Model output
 // is never inserted as HTML: Markdown is built into DOM nodes by web/markdown.js, or shown as plain text with
@@ -92,7 +93,7 @@ let instances = 0;
 
 export class LLMChatElement extends HTMLElement {
   static observedAttributes = ["model", "endpoint", "mode", "integrity", "context-size", "pyodide-url",
-    "remote-model", "hub-endpoint", "preload"];
+    "remote-model", "hub-endpoint", "preload", "profile"];
 
   constructor() {
     super();
@@ -210,7 +211,7 @@ export class LLMChatElement extends HTMLElement {
       model, endpoint, mode: this.getAttribute("mode") || "auto", integrity: this.getAttribute("integrity"),
       remoteModel: this.getAttribute("remote-model") || undefined,
       context: this.#number("context-size", 2048), pyodideURL: this.getAttribute("pyodide-url") || undefined,
-      hubEndpoint: this.getAttribute("hub-endpoint") || undefined,
+      hubEndpoint: this.getAttribute("hub-endpoint") || undefined, profile: this.getAttribute("profile") || undefined,
     });
     this.engine = engine;
     engine.addEventListener("status", ({ detail }) => this.#status(detail.text));

@@ -51,9 +51,11 @@ def open_model(store, open_shard=None) -> GGUFFile:
     return open_gguf(BrowserSource(store), **({"opener": opener} if opener else {}))
 
 
-def check(store, bridge, context: int, gpu_budget: int, open_shard=None) -> str:
-    """Parse the header (Range reads, no weights) and judge the model on this adapter. Returns the plan as JSON."""
-    device = BrowserDevice(bridge)
+def check(store, bridge, context: int, gpu_budget: int, profile: str | None = None, open_shard=None) -> str:
+    """Parse the header (Range reads, no weights) and judge the model on this adapter, capped by the device
+    `profile` the page named (llmchat.gpu.profiles; its GPU memory budget counts with `gpu_budget`). Returns the
+    plan as JSON."""
+    device = BrowserDevice(bridge, profile=profile or None)
     with open_model(store, open_shard) as gguf:
         result = plan(gguf, device.info, context, gpu_budget)
     _state["device"] = device

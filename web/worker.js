@@ -1,7 +1,7 @@
 // The dedicated module worker that runs the model: Pyodide with the llmchat wheel, on the page's WebGPU.
 //
 // Messages from the page:
-//   {type: "load", model, integrity, context, pyodideURL, distURL}
+//   {type: "load", model, integrity, context, profile, pyodideURL, distURL}   profile: a device profile name
 //   {type: "chat", id, request}      request: {messages | prompt, max_tokens, temperature, ...}
 //   {type: "stop", id}               ends reply `id` after the token being computed
 //   {type: "reset"}                  forgets the conversation
@@ -45,7 +45,7 @@ async function handle(message) {
   if (message.type === "stats") return post({ type: "stats", id: message.id, stats: { ...bridge.stats } });
 }
 
-async function load({ model, integrity, context = 2048, pyodideURL, distURL }) {
+async function load({ model, integrity, context = 2048, profile = null, pyodideURL, distURL }) {
   const t0 = performance.now();
   post({ type: "status", text: "Checking WebGPU" });
   bridge = await requestGPU();
@@ -74,10 +74,13 @@ async function load({ model, integrity, context = 2048, pyodideURL, distURL }) {
   at("header_s");
   await store.checkQuota();
   // Only a file that starts like a GGUF model downloads early: anything else is refused by Python's parser below,
-  // with its reason, after no more than its first bytes. The other shards of a split model start once Python has
-  // read the first one's header and asked for them.
+  // with its reason, after no more than its first bytes. Where a memory budget is in play (a device profile, or a
+  // small device's navigator.deviceMemory) the model may be refused for its size, so the download waits for
+  // Python's check: a phone never spends its data on a model it cannot run. The other shards of a split model
+  // start once Python has read the first one's header and asked for them.
+  const budget = gpuBudget();
   let downloading = null;
-  if (store.complete || startsLikeGGUF(store.probe)) {
+  if (store.complete || (!profile && !budget && startsLikeGGUF(store.probe))) {
     if (!store.complete) post({ type: "status", text: "Downloading the model while Python starts" });
     downloading = store.download();
     downloading.catch(() => {});
@@ -86,7 +89,8 @@ async function load({ model, integrity, context = 2048, pyodideURL, distURL }) {
   try {
     pyodide = await booting;
     runtime = pyodide.pyimport("llmchat.web.runtime");
-    plan = JSON.parse(await runtime.check.callPromising(store, bridge, context, gpuBudget(), shards.open));
+    // The profile's numbers live in Python (llmchat/gpu/profiles.py): only its name crosses.
+    plan = JSON.parse(await runtime.check.callPromising(store, bridge, context, budget, profile, shards.open));
     at("check_s");
   } catch (error) {
     store.cancel();

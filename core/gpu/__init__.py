@@ -5,10 +5,12 @@ from __future__ import annotations
 import sys
 
 from .device import AdapterInfo, Device
+from .profiles import PROFILES, Profile, get_profile
 
 
 def open_device(**options) -> Device:
-    """The device for this platform: wgpu-py natively; in the browser the page's WebGPU."""
+    """The device for this platform: wgpu-py natively; in the browser the page's WebGPU. `profile=` (a name from
+    PROFILES or a Profile; default $LLMCHAT_PROFILE) caps it to a class of devices."""
     if sys.platform == "emscripten":
         from .browser import BrowserDevice
         return BrowserDevice(**options)
@@ -16,4 +18,4 @@ def open_device(**options) -> Device:
     return NativeDevice(**options)
 
 
-__all__ = ["AdapterInfo", "Device", "open_device"]
+__all__ = ["AdapterInfo", "Device", "PROFILES", "Profile", "get_profile", "open_device"]

@@ -23,14 +23,16 @@ from array import array
 from ..errors import DeviceLostError, GPUError, ModelTooLargeError, NoAdapterError, ShaderError
 from .device import AdapterInfo, Buffer, Device, Dispatch, Kernel, Program, View, is_software_adapter
 from .kernels import binding_kinds
+from .profiles import Profile, get_profile
 
 
 def _round4(n: int) -> int:
     return (n + 3) & ~3
 
 
-def adapter_info(raw: dict, max_binding_size: int | None = None) -> AdapterInfo:
-    """AdapterInfo from the bridge's description of the adapter (web/gpu.js `describe`)."""
+def adapter_info(raw: dict, max_binding_size: int | None = None, profile: str | Profile | None = None) -> AdapterInfo:
+    """AdapterInfo from the bridge's description of the adapter (web/gpu.js `describe`), capped by `profile` (see
+    gpu/profiles.py: the same numbers as natively; the page only passes the name)."""
     limits = raw["limits"]
     features = set(raw["features"])
     text = " ".join(str(raw.get(k, "")) for k in ("vendor", "architecture", "device", "description"))
@@ -39,7 +41,7 @@ def adapter_info(raw: dict, max_binding_size: int | None = None) -> AdapterInfo:
     if max_binding_size is not None:
         binding = min(binding, max_binding_size)
     name = raw.get("description") or raw.get("device") or raw.get("architecture") or "WebGPU adapter"
-    return AdapterInfo(
+    info = AdapterInfo(
         name=str(name), backend="browser/webgpu", vendor=str(raw.get("vendor", "")), software=software,
         f16="shader-f16" in features, subgroups="subgroups" in features,
         subgroup_min_size=int(raw.get("subgroupMinSize", 0) or 0),
@@ -49,6 +51,8 @@ def adapter_info(raw: dict, max_binding_size: int | None = None) -> AdapterInfo:
         max_workgroup_storage=int(limits["maxComputeWorkgroupStorageSize"]),
         max_storage_buffers=int(limits["maxStorageBuffersPerShaderStage"]),
         max_workgroups_per_dim=int(limits["maxComputeWorkgroupsPerDimension"]))
+    profile = get_profile(profile)
+    return profile.apply(info) if profile else info
 
 
 class BrowserProgram(Program):
@@ -60,7 +64,8 @@ class BrowserProgram(Program):
 class BrowserDevice(Device):
     """`bridge` is the worker's GPU bridge (web/gpu.js); by default the global `llmchatGPU` the worker sets."""
 
-    def __init__(self, bridge=None, *, max_binding_size: int | None = None, **_ignored):
+    def __init__(self, bridge=None, *, max_binding_size: int | None = None, profile: str | Profile | None = None,
+                 **_ignored):
         try:
             import js
             from pyodide.ffi import JsException, run_sync, to_js
@@ -70,7 +75,9 @@ class BrowserDevice(Device):
         if self._bridge is None:
             raise NoAdapterError("no WebGPU device: the page's worker did not open one (navigator.gpu missing?)")
         self._run_sync, self._to_js, self._JsException = run_sync, to_js, JsException
-        self.info = adapter_info(self._bridge.describe().to_py(), max_binding_size)
+        # The page opened the WebGPU device before Python started, with the adapter's own limits; the profile
+        # caps what the engine sees and uses (kernel variants, layouts, the memory plan) from here on.
+        self.info = adapter_info(self._bridge.describe().to_py(), max_binding_size, profile)
         # Queued work: write bytes back to back, and (buffer id, offset, start, length) per write or
         # (0, program id, 0, 0) per replay.
         self._blob = bytearray()

@@ -45,6 +45,8 @@ class AdapterInfo:
     max_workgroup_storage: int = 16384  # in bytes
     max_storage_buffers: int = 8  # per shader stage
     max_workgroups_per_dim: int = 65535
+    profile: str = ""  # the device profile these limits were capped by (gpu/profiles.py); "" for none
+    gpu_budget: int = 0  # GPU memory a model may take, in bytes (0: unknown, nothing is refused for memory)
 
     def as_dict(self) -> dict:
         return dict(self.__dict__)

@@ -5,6 +5,8 @@ The template language is deliberately small:
 - `{{KEY}}` is replaced by a value given at compile time (a quant type name, a flag, a workgroup size).
 Per-device fixes are applied here, in one place: wgpu-native (naga) rejects `enable subgroups;`, which Chromium
 requires. (No kernel uses f16 arithmetic: f16 data is decoded with `unpack2x16float`, which needs no extension.)
+A kernel that enables an extension the device's AdapterInfo lacks (the adapter's, or a profile turned it off) is
+refused here, on every device: variants.py must not have chosen it.
 """
 from __future__ import annotations
 
@@ -17,6 +19,8 @@ from .device import Device, Kernel
 _INCLUDE = re.compile(r"^//!include\s+(\S+)\s*$", re.M)
 _BINDING = re.compile(r"@group\(0\)\s*@binding\((\d+)\)\s*var<\s*(uniform|storage\s*,\s*read_write|storage\s*,\s*read|storage)\s*>")
 _KEY = re.compile(r"\{\{(\w+)\}\}")
+# WGSL extensions a kernel may enable, and the AdapterInfo flag that says the device has them.
+_EXTENSIONS = {"enable subgroups;": "subgroups", "enable f16;": "f16"}
 
 
 def shader_source(name: str, values: dict[str, object] | None = None) -> str:
@@ -70,16 +74,21 @@ class Kernels:
         key = (file, tuple(sorted(values.items())))
         kernel = self._cache.get(key)
         if kernel is None:
-            source = self._adapt(shader_source(file, values))
             label = file.removesuffix(".wgsl") + "".join(f"[{k}={v}]" for k, v in sorted(values.items()))
+            source = self._adapt(shader_source(file, values), label)
             kernel = self._cache[key] = self.device.kernel(label, source)
         return kernel
 
-    def _adapt(self, source: str) -> str:
+    def _adapt(self, source: str, label: str = "") -> str:
         info = self.device.info
         lines = []
         for line in source.splitlines():
             directive = line.strip()
+            need = _EXTENSIONS.get(directive)
+            if need and not getattr(info, need):
+                where = f" under the '{info.profile}' device profile" if info.profile else ""
+                raise ShaderError(f"kernel '{label}' needs {directive.removeprefix('enable ').rstrip(';')}, which "
+                                  f"{info.name}{where} does not offer")
             if directive == "enable subgroups;" and info.backend.startswith("wgpu-native"):
                 continue
             lines.append(line)

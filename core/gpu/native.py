@@ -2,10 +2,19 @@
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 
 from ..errors import DeviceLostError, GPUError, NoAdapterError, ShaderError
 from .device import AdapterInfo, Buffer, Device, Dispatch, Kernel, Program, View, is_software_adapter
 from .kernels import binding_kinds
+from .profiles import Profile, get_profile
+
+# AdapterInfo's limits and the WebGPU limits they are read from (and requested as).
+_LIMITS = {"max_binding_size": "max-storage-buffer-binding-size", "max_buffer_size": "max-buffer-size",
+           "max_storage_buffers": "max-storage-buffers-per-shader-stage",
+           "max_workgroup_storage": "max-compute-workgroup-storage-size",
+           "max_workgroup_size": "max-compute-invocations-per-workgroup",
+           "max_workgroups_per_dim": "max-compute-workgroups-per-dimension"}
 
 
 def _round4(n: int) -> int:
@@ -20,10 +29,12 @@ class NativeProgram(Program):
 
 
 class NativeDevice(Device):
-    """`max_binding_size` lowers the adapter's binding limit (tests use it to exercise split tensors)."""
+    """`max_binding_size` lowers the adapter's binding limit (tests use it to exercise split tensors); `profile`
+    (a name from gpu/profiles.py, a Profile, or None for $LLMCHAT_PROFILE) caps the adapter to a class of
+    devices."""
 
     def __init__(self, *, power_preference: str = "high-performance", max_binding_size: int | None = None,
-                 f16: bool | None = None):
+                 f16: bool | None = None, profile: str | Profile | None = None):
         os.environ.setdefault("XDG_RUNTIME_DIR", "/tmp")  # wgpu-native's Vulkan loader complains without it
         try:
             import wgpu
@@ -37,29 +48,27 @@ class NativeDevice(Device):
                                  "drivers (Debian: mesa-vulkan-drivers) for the lavapipe CPU adapter") from e
         if adapter is None:
             raise NoAdapterError("no WebGPU adapter found; on Linux without a GPU install mesa-vulkan-drivers")
-        lim, feats = adapter.limits, set(adapter.features)
-        want = {k: lim[k] for k in (
-            "max-storage-buffer-binding-size", "max-buffer-size", "max-storage-buffers-per-shader-stage",
-            "max-compute-workgroup-storage-size", "max-compute-invocations-per-workgroup",
-            "max-compute-workgroup-size-x", "max-compute-workgroups-per-dimension")}
-        features = [f for f in ("shader-f16", "subgroup") if f in feats and (f != "shader-f16" or f16 is not False)]
-        self._device = adapter.request_device_sync(required_features=features, required_limits=want)
         info = adapter.info
         name = info.get("device", "") or info.get("description", "") or "unknown"
-        software = is_software_adapter(name, fallback=info.get("adapter_type", "").upper() == "CPU")
-        binding = want["max-storage-buffer-binding-size"]
-        if max_binding_size is not None:
-            binding = min(binding, max_binding_size)
-        self.info = AdapterInfo(
+        lim, feats = adapter.limits, set(adapter.features)
+        offered = AdapterInfo(
             name=name, backend=f"wgpu-native/{info.get('backend_type', '')}", vendor=info.get("vendor", ""),
-            software=software, f16="shader-f16" in features, subgroups="subgroup" in features,
+            software=is_software_adapter(name, fallback=info.get("adapter_type", "").upper() == "CPU"),
+            f16="shader-f16" in feats and f16 is not False, subgroups="subgroup" in feats,
             subgroup_min_size=int(info.get("subgroup_min_size", 0) or 0),
             subgroup_max_size=int(info.get("subgroup_max_size", 0) or 0),
-            max_binding_size=binding, max_buffer_size=want["max-buffer-size"],
-            max_workgroup_size=want["max-compute-invocations-per-workgroup"],
-            max_workgroup_storage=want["max-compute-workgroup-storage-size"],
-            max_storage_buffers=want["max-storage-buffers-per-shader-stage"],
-            max_workgroups_per_dim=want["max-compute-workgroups-per-dimension"])
+            **{field: lim[key] for field, key in _LIMITS.items()})
+        # The profile caps the adapter here, where it is read, so kernel variants, weight layouts and the memory
+        # plan all see the profile's device; and the device is requested with exactly these limits and features,
+        # so work that reached beyond them would fail WebGPU validation rather than quietly run.
+        profile = get_profile(profile)
+        self.info = profile.apply(offered) if profile else offered
+        want = {key: getattr(self.info, field) for field, key in _LIMITS.items()}
+        if max_binding_size is not None:  # a planning limit only (split tensors in tests): the device keeps its own
+            self.info = replace(self.info, max_binding_size=min(self.info.max_binding_size, max_binding_size))
+        want["max-compute-workgroup-size-x"] = min(lim["max-compute-workgroup-size-x"], self.info.max_workgroup_size)
+        features = [f for f, on in (("shader-f16", self.info.f16), ("subgroup", self.info.subgroups)) if on]
+        self._device = adapter.request_device_sync(required_features=features, required_limits=want)
         self._queue = self._device.queue
         from wgpu.backends.wgpu_native._api import ffi, lib  # the C functions behind wgpu-py, for `run`
         self._lib, self._ffi = lib, ffi

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from ..catalogue import CATALOGUE, models_dir, resolve
 from ..errors import LLMChatError
+from ..gpu.profiles import NO_PROFILE, get_profile
 from .app import ServerOptions, create_app, runtime_missing
 from .completions import ModelInfo
 from .connections import FLUSH_MARGIN_S, GracefulServer, header_timeout_protocol
@@ -40,6 +41,7 @@ class ServeConfig:
     max_body: int = DEFAULT_MAX_BODY
     shutdown_grace: float = 10.0
     header_timeout: float = 30.0
+    profile: str | None = None  # a device profile name (llmchat.gpu.profiles); None: $LLMCHAT_PROFILE
 
     def validate(self) -> None:
         """Refuse settings that cannot work, before the model is loaded."""
@@ -58,6 +60,7 @@ class ServeConfig:
         for ok, message in checks:
             if not ok:
                 raise LLMChatError(message)
+        get_profile(self.profile)  # an unknown name is refused before the model is pulled
 
 
 def model_info(llm, requested: str, path: str) -> ModelInfo:
@@ -82,10 +85,14 @@ def serve(config: ServeConfig) -> None:
     cache_entries = config.max_batch if config.cache_entries is None else config.cache_entries
     # A step carries every decoding sequence's token plus a prompt chunk, so it must hold max_batch + 1 at least.
     step = max(64, config.max_batch + config.prefill_chunk)
-    llm = LLM(path, context=config.ctx, n_slots=config.max_batch + cache_entries, max_tokens_per_step=step)
+    llm = LLM(path, context=config.ctx, n_slots=config.max_batch + cache_entries, max_tokens_per_step=step,
+              profile=get_profile(config.profile) or NO_PROFILE)
     if llm.device.info.software:
         print(f"llmchat: {llm.device.info.name} is a software (CPU-emulated) adapter: expect it to be slow",
               file=sys.stderr)
+    if llm.device.info.profile:
+        print(f"llmchat: device profile '{llm.device.info.profile}' "
+              f"(GPU memory budget {llm.device.info.gpu_budget / 2**20:.0f} MiB)", file=sys.stderr)
     plan = llm.plan
     print(f"llmchat: GPU memory {plan.total / 2**20:.0f} MiB (weights {plan.weights / 2**20:.0f}, KV cache for "
           f"{plan.kv_positions} positions {plan.kv_cache / 2**20:.0f}, activations {plan.activations / 2**20:.0f})",
