@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from .errors import ContextLengthWarning, InvalidRequestError, ModelTooLargeError
 from .gguf import GGUFFile
 from .gpu.device import BINDING_ALIGN, AdapterInfo
-from .gpu.kvlayout import blocks_for, layer_bytes
+from .gpu.kvlayout import blocks_for, cache_type, layer_bytes
 from .gpu.ops import TOPK_MAX, topk_words
 from .models import model_class, model_config
 from .models.base import ActivationSpec
@@ -60,6 +60,7 @@ class MemoryPlan:
     weights: int  # bytes on the GPU, in the layout this adapter gets
     upload: int  # bytes of the file that go to the GPU (weights are read as stored, then maybe repacked there)
     kv_cache: int
+    kv_type: str  # the cache's element type, f16 or f32 (kvlayout.cache_type)
     activations: int  # one step's activations, logits rows and top-k candidates
     largest_binding: int  # the largest single buffer binding
     kernels: tuple[str, ...] = field(default=())  # weight types and layouts the matmuls run
@@ -71,7 +72,7 @@ class MemoryPlan:
     def as_dict(self) -> dict:
         return {"arch": self.arch, "context": self.context, "kv_positions": self.kv_positions,
                 "step_tokens": self.step_tokens, "weights": self.weights, "upload": self.upload,
-                "kv_cache": self.kv_cache, "activations": self.activations, "total": self.total,
+                "kv_cache": self.kv_cache, "kv_type": self.kv_type, "activations": self.activations, "total": self.total,
                 "largest_binding": self.largest_binding, "kernels": list(self.kernels)}
 
 
@@ -90,11 +91,12 @@ def candidates_bytes(step_tokens: int) -> int:
 
 def plan_memory(gguf: GGUFFile, info: AdapterInfo, *, context: int | None, n_slots: int = 1,
                 kv_positions: int | None = None, step_tokens: int = 64, fold_norms: bool | None = None,
-                gpu_budget: int = 0) -> MemoryPlan:
+                gpu_budget: int = 0, kv_type: str | None = None) -> MemoryPlan:
     """The plan for `n_slots` sequences of up to `context` positions (see `context_size`; None: the default)
     sharing a cache of `kv_positions` (default: a full context each). Raises ModelTooLargeError,
     naming every problem, when a binding or the `gpu_budget` (bytes, 0 = unknown) would be exceeded, and
-    UnsupportedModelError for an architecture or tensor type this version cannot run."""
+    UnsupportedModelError for an architecture or tensor type this version cannot run. `kv_type` forces the KV
+    cache's element type (default: the adapter's, kvlayout.cache_type)."""
     config = model_config(gguf)
     context = context_size(context, config.context_length, gguf.name)
     kv_positions = kv_positions or context * n_slots
@@ -102,14 +104,16 @@ def plan_memory(gguf: GGUFFile, info: AdapterInfo, *, context: int | None, n_slo
     loader = WeightLoader(gguf, info=info)
     model = model_class(config.arch)(config, loader, fold_norms=fold_norms)
     n_blocks = blocks_for(kv_positions)
-    kv_layers = [layer_bytes(w, n_blocks) for w in model.kv_widths()]
+    kv_type = cache_type(info, kv_type)
+    kv_layers = [layer_bytes(w, n_blocks, kv_type) for w in model.kv_widths()]
     acts = [activation_bytes(s, step) for s in model.activations()]
     logits = step * config.vocab_size * 4
     activations = sum(acts) + logits + inputs_bytes(step) + candidates_bytes(step)
     weight_parts = [p.buffer.size for w in loader.weights.values() for p in w.parts]
     largest = max([*kv_layers, *acts, logits, *weight_parts])
     plan = MemoryPlan(arch=config.arch, context=context, kv_positions=kv_positions, step_tokens=step,
-                      weights=loader.bytes, upload=loader.file_bytes, kv_cache=2 * sum(kv_layers), activations=activations,
+                      weights=loader.bytes, upload=loader.file_bytes, kv_cache=2 * sum(kv_layers), kv_type=kv_type,
+                      activations=activations,
                       largest_binding=largest,
                       kernels=tuple(sorted({f"{w.shader}/{w.layout}" for w in loader.weights.values()})))
     problems = []

@@ -22,6 +22,10 @@ from .kernels import Kernels
 ATTN_PARALLEL = 1024  # (token, head, range) invocations attention aims for on GPUs before it stops cutting ranges
 ATTN_MIN_RANGE = 32  # positions per range below which cutting a context further costs more than it gains
 SOFTWARE_MAX_RANGE = 256  # positions one attention invocation may walk on CPU emulators (see attention_splits)
+# Attention kernels: "invocation" (attention.wgsl, one invocation per (token, head, range)) and "flash"
+# (attention_flash.wgsl, a workgroup per (token tile, kv group, range) sharing coalesced K/V tile loads).
+ATTENTION_KERNELS = ("invocation", "flash")
+FLASH_PARALLEL = 128  # workgroups flash attention aims for on GPUs before it stops cutting ranges
 
 
 @dataclass(frozen=True)
@@ -64,6 +68,26 @@ class Variants:
             return max(1, min(by_work, -(-max_context // ATTN_MIN_RANGE), 64))
         by_work = min(8, -(-max_context // (128 * rows)))
         return max(1, by_work, -(-max_context // SOFTWARE_MAX_RANGE))
+
+    @property
+    def attention_kernel(self) -> str:
+        """The attention kernel (ATTENTION_KERNELS). GPUs: flash, whose workgroups load each K/V row once per kv
+        group and tile of tokens, coalesced. CPU emulators: one invocation per (token, head, range), which
+        measured faster on lavapipe (see tools/kernel_speed.py attention; workgroup memory and barriers cost
+        there what they save on a GPU)."""
+        return "invocation" if self.software else "flash"
+
+    def flash_splits(self, workgroups: int, max_context: int, tile: int) -> int:
+        """Ranges per token for flash attention when `workgroups` (token tiles x kv groups) run: enough to occupy a
+        GPU during decode, one when tokens alone do (prefill), never ranges shorter than a tile or ATTN_MIN_RANGE.
+        On CPU emulators (forced there by tests and measurements) at most SOFTWARE_MAX_RANGE positions a range,
+        as for the invocation kernel."""
+        shortest = max(tile, ATTN_MIN_RANGE)
+        by_work = -(-FLASH_PARALLEL // workgroups)
+        splits = max(1, min(by_work, -(-max_context // shortest), 64))
+        if self.software:
+            splits = max(splits, -(-max_context // SOFTWARE_MAX_RANGE))
+        return splits
 
     @property
     def split_weights(self) -> bool:

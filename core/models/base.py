@@ -8,7 +8,7 @@ weights it handed out, by tensor names, for reports). Beyond that the engine see
 
 - `activations()`: the buffers one forward step needs, by name and width; the engine allocates them for its
   largest step and hands them back, cut to each program's rows, as an `Activations`;
-- `kv_widths()`: per layer, how many f32 values one position keeps in each of the K and V caches (0: none);
+- `kv_widths()`: per layer, how many values one position keeps in each of the K and V caches (0: none);
 - `record(rec, acts, kv, logits, context)`: the forward pass as dispatches, recorded once per step shape;
 - `config` and `weight_bytes`.
 """
