@@ -6,10 +6,13 @@ llama.cpp rounds activations to 8 bits inside its quantized dot products and kee
 in f32. So logits agree closely but not exactly, and a near-tie can flip one greedy token. Perplexity is checked
 twice: with f32 activations (the default; Gemma's comes out 1.2% below llama.cpp's, SmolLM2's 0.4%) and with
 llama.cpp's 8-bit activation rounding (`q8_activations`), which must land within 1% of llama.cpp's (Gemma -0.6%,
-SmolLM2 -0.8%). Rounding Gemma's K/V or its GELU to f16 as llama.cpp does moved nothing measurable.
+SmolLM2 -0.8%). Rounding Gemma's K/V or its GELU to f16 as llama.cpp does moved nothing measurable. The KV cache
+is f32 on CPU emulators and f16 on GPUs with shader-f16 (kvlayout.cache_type); both are checked here, an f16 cache
+forced where the adapter has shader-f16.
 """
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,20 +48,34 @@ def llms(request):
     from llmchat.api import LLM
     loaded = {}
 
-    def get(name: str, q8_activations: bool = False):
-        if (name, q8_activations) not in loaded:
+    def get(name: str, q8_activations: bool = False, kv_type: str | None = None):
+        key = name, q8_activations, kv_type
+        if key not in loaded:
             golden = MODELS[name]
-            loaded[name, q8_activations] = LLM(str(request.getfixturevalue(golden.fixture)), context=1024,
-                                               q8_activations=q8_activations)
-        return loaded[name, q8_activations]
+            loaded[key] = LLM(str(request.getfixturevalue(golden.fixture)), context=1024,
+                              q8_activations=q8_activations, kv_type=kv_type)
+        return loaded[key]
     return get
 
 
+@functools.cache
+def _adapter_has_f16() -> bool:
+    from llmchat.gpu import open_device
+    return open_device().info.f16
+
+
+@pytest.fixture(params=[None, "f16"], ids=["kv-default", "kv-f16"])
+def kv_type(request) -> str | None:
+    if request.param == "f16" and not _adapter_has_f16():
+        pytest.skip("the adapter has no shader-f16")
+    return request.param
+
+
 @pytest.mark.parametrize("name,index", CASES, ids=lambda v: str(v))
-def test_last_position_logits(llms, name, index):
+def test_last_position_logits(llms, name, index, kv_type):
     golden = MODELS[name]
     case = golden.reference["prompts"][index]
-    ids, logits = llms(name).logits(case["text"])
+    ids, logits = llms(name, kv_type=kv_type).logits(case["text"])
     assert ids == case["ids"]
     logits = np.asarray(logits)
     top = np.argsort(-logits, kind="stable")[:32]
@@ -81,9 +98,9 @@ def test_greedy_continuations(llms, name):
 
 @pytest.mark.parametrize("q8", [False, True], ids=["f32", "q8-activations"])
 @pytest.mark.parametrize("name", list(MODELS))
-def test_perplexity(llms, name, q8):
+def test_perplexity(llms, name, q8, kv_type):
     golden = MODELS[name]
     want = golden.reference["perplexity"]
-    got = llms(name, q8).perplexity(TEXTS["perplexity_text"], window=want["window"])
+    got = llms(name, q8, kv_type).perplexity(TEXTS["perplexity_text"], window=want["window"])
     assert got["tokens"] == want["scored_tokens"]
     assert abs(got["ppl"] / want["ppl"] - 1) < (0.01 if q8 else golden.ppl_tolerance), (got, want)

@@ -22,9 +22,10 @@ def device():
     return NativeDevice()
 
 
-# The KV cache type and attention kernel: the adapter's own choice (on lavapipe an f16 cache and the invocation
-# kernel), an f32 cache, and the GPU kernel (flash) forced. The reference rounds k and v as the cache does.
-SETUPS = [(None, None), ("f32", None), (None, "flash")]
+# The KV cache type and attention kernel: the adapter's own choice (on lavapipe an f32 cache and the invocation
+# kernel), each cache type forced, and the GPU kernel (flash) over an f16 cache. The reference rounds k and v as the
+# cache does.
+SETUPS = [(None, None), ("f16", None), ("f32", None), ("f16", "flash")]
 
 
 def _setup_id(s) -> str:
@@ -33,6 +34,8 @@ def _setup_id(s) -> str:
 
 def _force(device, monkeypatch, kv_type: str | None, kernel: str | None) -> str:
     """Forces the attention kernel for the test; returns the KV cache type to load with."""
+    if kv_type == "f16" and not device.info.f16:
+        pytest.skip("the adapter has no shader-f16")
     if kernel is not None:
         monkeypatch.setattr(Variants, "attention_kernel", property(lambda self: kernel))
     return cache_type(device.info, kv_type)
