@@ -155,6 +155,8 @@ def test_attention_kernel_per_adapter():
     """GPUs run flash attention; CPU emulators keep one invocation per (token, head, range), faster there."""
     assert Variants(software=False, shared_loads=False).attention_kernel == "flash"
     assert Variants(software=True, shared_loads=True).attention_kernel == "invocation"
+    assert Variants(software=True, shared_loads=True).attention_candidates() == ["invocation", "flash"]
+    assert Variants(software=False, shared_loads=False).attention_candidates() == ["flash", "invocation"]
 
 
 def test_flash_shape_shares_tiles_within_workgroup_memory():

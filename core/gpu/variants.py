@@ -80,6 +80,11 @@ class Variants:
         64-token prefill 80 vs 4900; Gemma 3 decode at 2000 positions 300 vs 3300, prefill 1150 vs 4500."""
         return "invocation" if self.software else "flash"
 
+    def attention_candidates(self) -> list[str]:
+        """The attention kernels a tuner may time on this adapter, the hand-picked one first (each runs with its
+        own split rule; `ops.attention(kernel=..., splits=...)` forces either)."""
+        return [self.attention_kernel] + [k for k in ATTENTION_KERNELS if k != self.attention_kernel]
+
     def flash_splits(self, workgroups: int, max_context: int, tile: int) -> int:
         """Ranges per token for flash attention when `workgroups` (token tiles x kv groups) run: enough to occupy a
         GPU during decode, one when tokens alone do (prefill), never ranges shorter than a tile or ATTN_MIN_RANGE.
