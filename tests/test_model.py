@@ -22,7 +22,7 @@ def device():
     return NativeDevice()
 
 
-# The KV cache type and attention kernel: the adapter's own choice (on lavapipe an f32 cache and the invocation
+# The KV cache type and attention kernel: the adapter's own choice (on lavapipe an f16 cache and the invocation
 # kernel), each cache type forced, and the GPU kernel (flash) over an f16 cache. The reference rounds k and v as the
 # cache does.
 SETUPS = [(None, None), ("f16", None), ("f32", None), ("f16", "flash")]

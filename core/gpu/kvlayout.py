@@ -6,11 +6,11 @@ owns a list of blocks in the block table, an `array<u32>` [n_slots, max_blocks]:
 s lives in block `table[s * max_blocks + p // BLOCK_TOKENS]`, row `p % BLOCK_TOKENS`. Blocks need not be
 contiguous or ordered, so sequences grow, share prefixes and free memory one block at a time.
 
-The element type is f16 on GPUs with `shader-f16` (half the memory and half the bytes attention reads; llama.cpp's
-default cache type too) and f32 elsewhere; kernels store and load it, and always compute in f32. CPU emulators
-keep f32 even with shader-f16: there every f16 load is converted in scalar code. Measured on lavapipe (Mesa 22.3,
-2 cores), 30 layers of SmolLM2 decode attention: 34 ms (f32) / 42 ms (f16) at 512 positions, 36 / 236 ms at 2000;
-Gemma 3's 26 layers at 2000: 164 / 280 ms (tools/attention_speed.py).
+The element type is f16 where the adapter has `shader-f16` (half the memory and half the bytes attention reads;
+llama.cpp's default cache type too) and f32 elsewhere; kernels store and load it, and always compute in f32.
+On lavapipe (which has shader-f16, and converts f16 loads in scalar code) the f16 cache costs attention 0-13%:
+30 layers of SmolLM2 decode attention 3.3 / 18.5 / 64.6 ms (f32) vs 3.4 / 20.9 / 62.5 ms (f16) at 64 / 512 / 2000
+positions, Gemma 3's 26 layers at 2000 positions 138 vs 150 ms (tools/attention_speed.py, best of 5).
 """
 from __future__ import annotations
 
@@ -22,10 +22,10 @@ CACHE_TYPES = {"f16": 2, "f32": 4}  # element type -> bytes per value
 
 
 def cache_type(info: AdapterInfo, requested: str | None = None) -> str:
-    """The KV cache's element type on an adapter: `requested` ("f16" or "f32") when given, else f16 on a GPU with
-    shader-f16. The one place this is decided; the plan, the cache and the kernels all ask here."""
+    """The KV cache's element type on an adapter: `requested` ("f16" or "f32") when given, else f16 where the
+    adapter has shader-f16. The one place this is decided; the plan, the cache and the kernels all ask here."""
     if requested is None:
-        return "f16" if info.f16 and not info.software else "f32"
+        return "f16" if info.f16 else "f32"
     if requested not in CACHE_TYPES:
         raise InvalidRequestError(f"the KV cache type must be one of {', '.join(CACHE_TYPES)}, not {requested!r}")
     if requested == "f16" and not info.f16:
