@@ -56,12 +56,14 @@ class Event:
 class LLM:
     def __init__(self, path, *, context: int | None = None, n_slots: int = 1, max_tokens_per_step: int = 64,
                  device=None, fold_norms: bool | None = None, q8_activations: bool = False,
-                 profile: str | Profile | None = None):
+                 profile: str | Profile | None = None, kv_type: str | None = None):
         """`fold_norms` forces RMSNorms into (or out of) the projections; by default it depends on the adapter.
         `q8_activations` rounds activations to 8 bits before matmuls over quantized weights, as llama.cpp does: its
         numbers rather than f32's (which are closer to the unquantized model). `profile` caps the device to a class
         of devices ("phone", "iphone", ... see llmchat.gpu.profiles; default $LLMCHAT_PROFILE): its limits, its
-        features and its GPU memory budget, which the memory plan checks before anything is allocated."""
+        features and its GPU memory budget, which the memory plan checks before anything is allocated. `kv_type`
+        ("f16" or "f32") forces the KV cache's element type; by default f16 where the adapter has shader-f16, f32
+        elsewhere."""
         t0 = time.perf_counter()
         check_context(context)  # before anything is opened
         chosen = get_profile(profile)
@@ -80,13 +82,14 @@ class LLM:
         # One slot more than asked for holds the `chat` conversation; all slots share the cache's memory, sized for
         # `n_slots` full contexts. The plan refuses what cannot fit before anything is allocated.
         self.plan = plan_memory(self.gguf, self.device.info, context=context, n_slots=n_slots,
-                                step_tokens=max_tokens_per_step, fold_norms=fold_norms)
+                                step_tokens=max_tokens_per_step, fold_norms=fold_norms, kv_type=kv_type)
         self.context = self.plan.context
         self.model = model_class(self.config.arch)(self.config, WeightLoader(self.gguf, self.device),
                                                    fold_norms=fold_norms)
         self.engine = Engine(self.model, self.device, Kernels(self.device), context=self.context,
                              n_slots=n_slots + 1, max_tokens_per_step=max_tokens_per_step,
-                             cache_positions=self.plan.kv_positions, q8_activations=q8_activations)
+                             cache_positions=self.plan.kv_positions, q8_activations=q8_activations,
+                             kv_type=self.plan.kv_type)
         self.engine.program(1, 1)  # compile the decode step now, not on the first token
         self.load_s = time.perf_counter() - t0
         self._chat_slot: int | None = None

@@ -223,6 +223,8 @@ def _engine_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--q8-activations", action="store_true",
                         help="round activations to 8 bits before quantized matmuls, as llama.cpp does (its numbers, "
                              "less precision)")
+    parser.add_argument("--kv-cache", choices=["f16", "f32"], default=None,
+                        help="KV cache element type (default: the adapter's choice, see README)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
 
 
@@ -280,7 +282,8 @@ def _sampling(args: argparse.Namespace) -> dict[str, Any]:
 def _load(args: argparse.Namespace):
     from .api import load
 
-    llm = load(args.model, context=args.ctx, q8_activations=args.q8_activations, profile=args.profile)
+    llm = load(args.model, context=args.ctx, q8_activations=args.q8_activations, profile=args.profile,
+               kv_type=args.kv_cache)
     info = llm.device.info
     if info.software and not args.json:
         print(f"llmchat: {info.name} is a software (CPU-emulated) adapter: expect it to be slow", file=sys.stderr)

@@ -40,9 +40,11 @@ CONTEXT_MIN = 128
 
 class Engine:
     def __init__(self, model: Model, device: Device, kernels: Kernels, *, context: int, n_slots: int = 1,
-                 max_tokens_per_step: int = 64, cache_positions: int | None = None, q8_activations: bool = False):
+                 max_tokens_per_step: int = 64, cache_positions: int | None = None, q8_activations: bool = False,
+                 kv_type: str | None = None):
         """`n_slots` sequences can be open at once; they share a KV cache of `cache_positions` positions
-        (default: a full context for each). Buffers are sized as `llmchat.memory.plan_memory` plans them."""
+        (default: a full context for each), of `kv_type` elements (default: the adapter's, kvlayout.cache_type).
+        Buffers are sized as `llmchat.memory.plan_memory` plans them."""
         self.model = model
         self.config = model.config
         self.q8_activations = q8_activations
@@ -51,7 +53,7 @@ class Engine:
         self.context = context
         n_blocks = None if cache_positions is None else blocks_for(cache_positions)
         self.kv = KVCache(device, model.kv_widths(), n_slots=n_slots, context=context, n_blocks=n_blocks,
-                          state_widths=state_widths(model))
+                          state_widths=state_widths(model), kv_type=kv_type)
         self.max_step = step_bucket(max_tokens_per_step)
         # The two step counts share one uniform buffer, so a step writes them at once.
         self._counts = device.buffer(BINDING_ALIGN + 16, "step counts", uniform=True)

@@ -108,7 +108,7 @@ def print_text(model: GGUFFile, out: TextIO, profile: Profile | None = None) -> 
         out.write(f"  cannot: {plan['error']}\n")
     else:
         mib = {k: f"{plan[k] / 2**20:.1f} MiB" for k in ("weights", "kv_cache", "activations", "total")}
-        out.write(f"  {mib['total']}: weights {mib['weights']}, KV cache {mib['kv_cache']}, activations "
+        out.write(f"  {mib['total']}: weights {mib['weights']}, KV cache {mib['kv_cache']} ({plan['kv_type']}), activations "
                   f"{mib['activations']}\n  matmul kernels (type/layout): {', '.join(plan['kernels'])}\n")
 
 

@@ -19,7 +19,7 @@ from array import array
 
 from .errors import ContextOverflowError, LLMChatError, ModelTooLargeError
 from .gpu.device import Device
-from .gpu.kvlayout import BLOCK_TOKENS, blocks_for, layer_bytes
+from .gpu.kvlayout import BLOCK_TOKENS, blocks_for, cache_type, layer_bytes
 
 
 def state_bytes(width: int, n_slots: int) -> int:
@@ -29,15 +29,17 @@ def state_bytes(width: int, n_slots: int) -> int:
 
 class KVCache:
     def __init__(self, device: Device, kv_widths: list[int], *, n_slots: int, context: int,
-                 n_blocks: int | None = None, state_widths: list[int] | None = None):
-        """`kv_widths[i]`: f32 values one position keeps in layer i's K (and V) cache; 0 for a layer without one.
-        `state_widths[i]`: f32 values of fixed-size state layer i keeps per slot (default: none)."""
+                 n_blocks: int | None = None, state_widths: list[int] | None = None, kv_type: str | None = None):
+        """`kv_widths[i]`: values one position keeps in layer i's K (and V) cache; 0 for a layer without one.
+        `state_widths[i]`: f32 values of fixed-size state layer i keeps per slot (default: none).
+        `kv_type` forces the element type ("f16" or "f32"; default: the adapter's, see kvlayout.cache_type)."""
         self.device = device
+        self.dtype = cache_type(device.info, kv_type)
         self.n_slots = n_slots
         self.max_context = context
         self.max_blocks = blocks_for(context)
         self.n_blocks = n_blocks or self.max_blocks * n_slots
-        sizes = [layer_bytes(w, self.n_blocks) for w in kv_widths]
+        sizes = [layer_bytes(w, self.n_blocks, self.dtype) for w in kv_widths]
         if max(sizes, default=0) > device.info.max_binding_size:
             raise ModelTooLargeError(
                 f"a KV cache of {self.n_blocks * BLOCK_TOKENS} positions needs {max(sizes) >> 20} MiB per layer, "
@@ -115,7 +117,7 @@ class KVCache:
                 self._blocks[slot].append(dst)
                 for buf, width in zip([*self.k, *self.v], self._kv_widths * 2):
                     if buf is not None:
-                        copy(buf, layer_bytes(width, 1), src, dst)
+                        copy(buf, layer_bytes(width, 1, self.dtype), src, dst)
             self._state_at[slot] = n_positions
         self._write_table(slot)
         return slot

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from .errors import ContextLengthWarning, InvalidRequestError, ModelTooLargeError
 from .gguf import GGUFFile
 from .gpu.device import BINDING_ALIGN, AdapterInfo
-from .gpu.kvlayout import blocks_for, layer_bytes
+from .gpu.kvlayout import blocks_for, cache_type, layer_bytes
 from .gpu.profiles import Profile
 from .gpu.ops import TOPK_MAX, topk_words
 from .models import model_class, model_config
@@ -62,6 +62,7 @@ class MemoryPlan:
     weights: int  # bytes on the GPU, in the layout this adapter gets
     upload: int  # bytes of the file that go to the GPU (weights are read as stored, then maybe repacked there)
     kv_cache: int
+    kv_type: str  # the cache's element type, f16 or f32 (kvlayout.cache_type)
     activations: int  # one step's activations, logits rows and top-k candidates
     largest_binding: int  # the largest single buffer binding
     kernels: tuple[str, ...] = field(default=())  # weight types and layouts the matmuls run
@@ -74,8 +75,9 @@ class MemoryPlan:
     def as_dict(self) -> dict:
         return {"arch": self.arch, "context": self.context, "kv_positions": self.kv_positions,
                 "step_tokens": self.step_tokens, "weights": self.weights, "upload": self.upload,
-                "kv_cache": self.kv_cache, "activations": self.activations, "total": self.total,
-                "largest_binding": self.largest_binding, "kernels": list(self.kernels), "state": self.state}
+                "kv_cache": self.kv_cache, "kv_type": self.kv_type, "activations": self.activations,
+                "total": self.total, "largest_binding": self.largest_binding, "kernels": list(self.kernels),
+                "state": self.state}
 
 
 def activation_bytes(spec: ActivationSpec, step_tokens: int) -> int:
@@ -93,19 +95,22 @@ def candidates_bytes(step_tokens: int) -> int:
 
 def plan_memory(gguf: GGUFFile, info: AdapterInfo, *, context: int | None, n_slots: int = 1,
                 kv_positions: int | None = None, step_tokens: int = 64, fold_norms: bool | None = None,
-                gpu_budget: int = 0) -> MemoryPlan:
+                gpu_budget: int = 0, kv_type: str | None = None) -> MemoryPlan:
     """The plan for `n_slots` sequences of up to `context` positions (see `context_size`; None: the default)
     sharing a cache of `kv_positions` (default: a full context each). Raises ModelTooLargeError, naming every
     problem and the largest context that would fit, when a binding or the GPU memory budget would be exceeded: the
     smaller of `gpu_budget` and the adapter's own `info.gpu_budget` (a device profile's; 0 = unknown). Raises
-    UnsupportedModelError for an architecture or tensor type this version cannot run."""
+    UnsupportedModelError for an architecture or tensor type this version cannot run. `kv_type` forces the KV
+    cache's element type (default: the adapter's, kvlayout.cache_type)."""
     budget = min((b for b in (gpu_budget, info.gpu_budget) if b), default=0)
+    kv_type = cache_type(info, kv_type)
     config = model_config(gguf)
     context = context_size(context, config.context_length, gguf.name)
-    plan, problems = _plan(gguf, info, config, context, n_slots, kv_positions, step_tokens, fold_norms, budget)
+    plan, problems = _plan(gguf, info, config, context, n_slots, kv_positions, step_tokens, fold_norms, budget,
+                           kv_type)
     if problems:
         fits = largest_context(gguf, info, context - 1, n_slots=n_slots, kv_positions=kv_positions,
-                               step_tokens=step_tokens, fold_norms=fold_norms, gpu_budget=budget)
+                               step_tokens=step_tokens, fold_norms=fold_norms, gpu_budget=budget, kv_type=kv_type)
         where = f"the '{info.profile}' device profile" if info.profile else "this device"
         slots = f" for {n_slots} sequences (fewer fit more: --max-batch, --cache-entries)" if n_slots > 1 else ""
         advice = (f"the largest context that fits is {fits} tokens{slots} (--ctx, context=, the context-size "
@@ -119,13 +124,14 @@ def plan_memory(gguf: GGUFFile, info: AdapterInfo, *, context: int | None, n_slo
 
 def largest_context(gguf: GGUFFile, info: AdapterInfo, below: int, *, n_slots: int = 1,
                     kv_positions: int | None = None, step_tokens: int = 64, fold_norms: bool | None = None,
-                    gpu_budget: int = 0) -> int:
+                    gpu_budget: int = 0, kv_type: str | None = None) -> int:
     """The largest context of at most `below` tokens whose plan fits (0: none does), found by bisection over the
     same plan a load makes (only the KV cache grows with the context, so fitting is monotonic)."""
     config = model_config(gguf)
 
     def fits(context: int) -> bool:
-        return not _plan(gguf, info, config, context, n_slots, kv_positions, step_tokens, fold_norms, gpu_budget)[1]
+        return not _plan(gguf, info, config, context, n_slots, kv_positions, step_tokens, fold_norms, gpu_budget,
+                         cache_type(info, kv_type))[1]
 
     if below < 1 or not fits(1):
         return 0
@@ -137,14 +143,14 @@ def largest_context(gguf: GGUFFile, info: AdapterInfo, below: int, *, n_slots: i
 
 
 def _plan(gguf: GGUFFile, info: AdapterInfo, config, context: int, n_slots: int, kv_positions: int | None,
-          step_tokens: int, fold_norms: bool | None, gpu_budget: int) -> tuple[MemoryPlan, list[str]]:
-    """The plan for a resolved `context`, and what of it does not fit (empty when it all does)."""
+          step_tokens: int, fold_norms: bool | None, gpu_budget: int, kv_type: str) -> tuple[MemoryPlan, list[str]]:
+    """The plan for a resolved `context` and cache type, and what of it does not fit (empty when it all does)."""
     kv_positions = kv_positions or context * n_slots
     step = step_bucket(step_tokens)
     loader = WeightLoader(gguf, info=info)
     model = model_class(config.arch)(config, loader, fold_norms=fold_norms)
     n_blocks = blocks_for(kv_positions)
-    kv_layers = [layer_bytes(w, n_blocks) for w in model.kv_widths()]
+    kv_layers = [layer_bytes(w, n_blocks, kv_type) for w in model.kv_widths()]
     state_layers = [state_bytes(w, n_slots) for w in state_widths(model)]
     acts = [activation_bytes(s, step) for s in model.activations()]
     logits = step * config.vocab_size * 4
@@ -152,7 +158,8 @@ def _plan(gguf: GGUFFile, info: AdapterInfo, config, context: int, n_slots: int,
     weight_parts = [p.buffer.size for w in loader.weights.values() for p in w.parts]
     largest = max([*kv_layers, *state_layers, *acts, logits, *weight_parts])
     plan = MemoryPlan(arch=config.arch, context=context, kv_positions=kv_positions, step_tokens=step,
-                      weights=loader.bytes, upload=loader.file_bytes, kv_cache=2 * sum(kv_layers), activations=activations,
+                      weights=loader.bytes, upload=loader.file_bytes, kv_cache=2 * sum(kv_layers), kv_type=kv_type,
+                      activations=activations,
                       largest_binding=largest,
                       kernels=tuple(sorted({f"{w.shader}/{w.layout}" for w in loader.weights.values()})),
                       state=sum(state_layers))

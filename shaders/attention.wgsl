@@ -36,8 +36,8 @@ struct Step {
 @group(0) @binding(1) var<uniform> step: Step;
 @group(0) @binding(2) var<storage, read> qkv: array<vec4<f32>>;    // [T, (n_head + 2 n_kv_head) * head_dim]
 @group(0) @binding(3) var<storage, read> tokens: array<vec4<u32>>;  // (id, position, sequence slot, 0) per token
-@group(0) @binding(4) var<storage, read> k_cache: array<vec4<f32>>;
-@group(0) @binding(5) var<storage, read> v_cache: array<vec4<f32>>;
+@group(0) @binding(4) var<storage, read> k_cache: array<vec4<kv_t>>;
+@group(0) @binding(5) var<storage, read> v_cache: array<vec4<kv_t>>;
 @group(0) @binding(6) var<storage, read> block_table: array<u32>;
 @group(0) @binding(7) var<storage, read_write> dst: array<vec4<f32>>;
 
@@ -52,7 +52,7 @@ var<private> acc: array<vec4<f32>, HD4>;
 fn score(row: u32) -> f32 {
     var d = vec4<f32>(0.0);
     for (var i = 0u; i < HD4; i++) {
-        d += q[i] * k_cache[row + i];
+        d += q[i] * vec4<f32>(k_cache[row + i]);
     }
     var s = (d.x + d.y + d.z + d.w) * p.scale;
     if (p.softcap != 0.0) {
@@ -110,7 +110,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
         let w = exp(s - m);
         l += w;
         for (var i = 0u; i < HD4; i++) {
-            acc[i] += w * v_cache[base + i];
+            acc[i] += w * vec4<f32>(v_cache[base + i]);
         }
     }
 

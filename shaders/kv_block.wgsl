@@ -1,6 +1,11 @@
+{{KV_ENABLE}}
 // Addressing of the paged KV cache (see llmchat/gpu/kvlayout.py): position `pos` of the sequence in slot `slot`
 // lives in block block_table[slot * max_blocks + pos / BLOCK_TOKENS], at row pos % BLOCK_TOKENS of that block.
-// The including shader declares `block_table: array<u32>`.
+// Cache values are of type kv_t (f16 or f32, kvlayout.cache_type); kernels convert to f32 to compute.
+// The including shader declares `block_table: array<u32>` and includes this file before any declaration (the
+// f16 `enable` directive must come first).
+
+alias kv_t = {{KV}};
 
 const BLOCK_TOKENS: u32 = {{BLOCK_TOKENS}}u;
 const NO_ROW: u32 = 0xffffffffu;

@@ -36,8 +36,8 @@ struct Step {
 @group(0) @binding(1) var<uniform> step: Step;
 @group(0) @binding(2) var<storage, read_write> qkv: array<f32>;
 @group(0) @binding(3) var<storage, read> tokens: array<vec4<u32>>;  // (id, position, sequence slot, 0) per token
-@group(0) @binding(4) var<storage, read_write> k_cache: array<f32>;
-@group(0) @binding(5) var<storage, read_write> v_cache: array<f32>;
+@group(0) @binding(4) var<storage, read_write> k_cache: array<kv_t>;
+@group(0) @binding(5) var<storage, read_write> v_cache: array<kv_t>;
 @group(0) @binding(6) var<storage, read> block_table: array<u32>;
 @group(0) @binding(7) var<storage, read> factors: array<f32>;  // rope_dim/2 divisors; bound only when HAS_FACTORS
 
@@ -120,10 +120,10 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
     }
     let o = (row * p.n_kv_head + kv_head) * p.head_dim;
     if (is_v) {
-        v_cache[o + e0] = x0;
-        v_cache[o + e1] = x1;
+        v_cache[o + e0] = kv_t(x0);
+        v_cache[o + e1] = kv_t(x1);
     } else {
-        k_cache[o + e0] = x0;
-        k_cache[o + e1] = x1;
+        k_cache[o + e0] = kv_t(x0);
+        k_cache[o + e1] = kv_t(x1);
     }
 }

@@ -31,10 +31,11 @@ class PagedCache:
     k: np.ndarray
     v: np.ndarray
     table: np.ndarray  # [n_slots, max_blocks] block ids; unused entries point at a NaN block
+    kv_type: str = "f32"  # the GPU buffers' element type; with f16 the values held here are f16-representable
 
     @classmethod
     def scattered(cls, rng: np.random.Generator, positions: dict[int, range | list[int]], *, n_slots: int,
-                  max_blocks: int, n_kv_head: int, head_dim: int) -> "PagedCache":
+                  max_blocks: int, n_kv_head: int, head_dim: int, kv_type: str = "f32") -> "PagedCache":
         """Blocks for the listed positions of each slot, shuffled and interleaved between slots; all NaN.
 
         Only blocks holding a listed position exist, so far-apart positions cost a few blocks, not a whole context.
@@ -50,7 +51,7 @@ class PagedCache:
                 if i < len(blocks):
                     table[slot, blocks[i]] = next(ids)
         shape = (n_blocks, BLOCK_TOKENS, n_kv_head, head_dim)
-        return cls(np.full(shape, np.nan, np.float32), np.full(shape, np.nan, np.float32), table)
+        return cls(np.full(shape, np.nan, np.float32), np.full(shape, np.nan, np.float32), table, kv_type)
 
     def rows(self, slot: int, positions) -> np.ndarray:
         return paged_rows(self.table, slot, positions, BLOCK_TOKENS)
@@ -60,10 +61,21 @@ class PagedCache:
         return which.reshape(-1, *which.shape[2:])
 
     def fill(self, rng: np.random.Generator, slot: int, n_positions: int) -> None:
-        """Random f32 k and v for positions 0..n_positions-1 of `slot`."""
+        """Random k and v for positions 0..n_positions-1 of `slot` (rounded to the cache's element type)."""
         rows = self.rows(slot, np.arange(n_positions))
         for which in (self.k, self.v):
-            self.flat(which)[rows] = rng.standard_normal((n_positions, *which.shape[2:]))
+            values = rng.standard_normal((n_positions, *which.shape[2:]))
+            self.flat(which)[rows] = values.astype(self.np_type)
+
+    def as_type(self, kv_type: str) -> "PagedCache":
+        """A copy whose buffers hold `kv_type` elements, the values rounded to it."""
+        t = {"f16": np.float16, "f32": np.float32}[kv_type]
+        return PagedCache(self.k.astype(t).astype(np.float32), self.v.astype(t).astype(np.float32), self.table.copy(),
+                          kv_type)
+
+    @property
+    def np_type(self) -> type:
+        return {"f16": np.float16, "f32": np.float32}[self.kv_type]
 
     def history(self, slot: int, n_positions: int) -> tuple[np.ndarray, np.ndarray]:
         """k and v of positions 0..n_positions-1 of `slot`, each [n_positions, n_kv_head, head_dim] float64."""
@@ -71,13 +83,15 @@ class PagedCache:
         return self.flat(self.k)[rows].astype(np.float64), self.flat(self.v)[rows].astype(np.float64)
 
     def upload(self, g: Gpu) -> tuple[Buffer, Buffer, Buffer]:
-        return upload(g, self.k, "k_cache"), upload(g, self.v, "v_cache"), upload(g, self.table, "block_table")
+        return (upload(g, self.k.astype(self.np_type), "k_cache"), upload(g, self.v.astype(self.np_type), "v_cache"),
+                upload(g, self.table, "block_table"))
 
     def read(self, g: Gpu, k_buf: Buffer, v_buf: Buffer) -> tuple[np.ndarray, np.ndarray]:
         """The GPU's K and V buffers in the cache's shape."""
-        shape = self.k.shape
-        k = np.frombuffer(g.device.read(k_buf, 0, self.k.nbytes), np.float32).reshape(shape)
-        v = np.frombuffer(g.device.read(v_buf, 0, self.v.nbytes), np.float32).reshape(shape)
+        shape, t = self.k.shape, self.np_type
+        n = self.k.size * np.dtype(t).itemsize
+        k = np.frombuffer(g.device.read(k_buf, 0, n), t).reshape(shape).astype(np.float32)
+        v = np.frombuffer(g.device.read(v_buf, 0, n), t).reshape(shape).astype(np.float32)
         return k, v
 
 

@@ -28,7 +28,9 @@ def _rope(x: np.ndarray, pos: np.ndarray, rope_dim: int, base: float, neox: bool
 
 
 class ReferenceLlama:
-    def __init__(self, path: str):
+    def __init__(self, path: str, kv_type: str = "f32"):
+        """`kv_type` "f16" rounds k and v to f16 where the GPU's KV cache stores them (kvlayout.cache_type)."""
+        self.kv_round = np.float16 if kv_type == "f16" else None
         r = gguf.GGUFReader(path)
         self.t = {}
         for t in r.tensors:
@@ -63,6 +65,8 @@ class ReferenceLlama:
             q = _rope(q.reshape(T, self.n_head, hd), pos, self.rope_dim, self.base, self.neox)
             k = _rope(k.reshape(T, self.n_kv, hd), pos, self.rope_dim, self.base, self.neox)
             v = v.reshape(T, self.n_kv, hd)
+            if self.kv_round is not None:
+                k, v = (a.astype(self.kv_round).astype(np.float64) for a in (k, v))
             rep = self.n_head // self.n_kv
             k, v = np.repeat(k, rep, axis=1), np.repeat(v, rep, axis=1)
             s = np.einsum("qhd,khd->hqk", q, k) / np.sqrt(hd) + mask

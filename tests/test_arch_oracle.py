@@ -2,7 +2,8 @@
 metadata, llmchat's logits against those llama.cpp computed for the same file (tests/data/oracle, written by
 tools/arch_oracle.py with llama-cpp-python; see there for what each variant covers).
 
-Tolerances: llama.cpp here keeps K/V in f32, so with F32 weights the two differ only by summation order (and by
+Tolerances: llama.cpp here keeps K/V in f32 (as llmchat does on CPU emulators; with an f16 cache forced these
+tolerances held too), so with F32 weights the two differ only by summation order (and by
 llama.cpp's f16 GELU table for Gemma); with F16 weights llama.cpp also rounds activations to f16 before each
 product, with Q8_0 weights to 8 bits. The bound is on max |diff| over a row, relative to the row's largest logit.
 """

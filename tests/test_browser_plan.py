@@ -3,9 +3,10 @@ from __future__ import annotations
 
 import pytest
 
-from llmchat.errors import ContextLengthWarning, ModelTooLargeError
+from llmchat.errors import ContextLengthWarning, InvalidRequestError, ModelTooLargeError
 from llmchat.gguf import open_gguf
 from llmchat.gpu.device import AdapterInfo
+from llmchat.gpu.kvlayout import cache_type
 from llmchat.web.runtime import plan
 
 PHONE = AdapterInfo(name="phone", backend="browser/webgpu", max_binding_size=128 << 20, max_buffer_size=256 << 20)
@@ -79,3 +80,20 @@ def test_a_cpu_emulator_holds_weights_repacked_but_reads_the_file_once(model):
     need = plan(model, swiftshader, context=512)
     assert need["upload"] == sum(t.nbytes for t in model.tensors.values()) < need["weights"]
     assert "q4_1/split" in need["kernels"]
+
+
+def test_an_adapter_with_shader_f16_plans_a_half_size_f16_cache(model):
+    """Adapters with shader-f16 keep K/V in f16, others f32 (kvlayout.cache_type)."""
+    gpu = AdapterInfo(name="gpu", backend="browser/webgpu", f16=True)
+    need = plan(model, gpu, context=2048)
+    assert need["kv_type"] == "f16" and need["kv_cache"] == 30 * 2 * 2048 * 3 * 64 * 2
+    assert plan(model, PHONE, context=2048)["kv_type"] == "f32"
+
+
+def test_a_kv_cache_type_is_forced_or_refused_by_name():
+    gpu = AdapterInfo(name="gpu", backend="browser/webgpu", f16=True)
+    assert cache_type(gpu, "f32") == "f32" and cache_type(gpu, "f16") == "f16"
+    with pytest.raises(InvalidRequestError, match="shader-f16"):
+        cache_type(PHONE, "f16")
+    with pytest.raises(InvalidRequestError, match="f16, f32"):
+        cache_type(gpu, "bf16")

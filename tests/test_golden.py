@@ -6,10 +6,13 @@ llama.cpp rounds activations to 8 bits inside its quantized dot products and kee
 in f32. So logits agree closely but not exactly, and a near-tie can flip one greedy token. Perplexity is checked
 twice: with f32 activations (the default; Gemma's comes out 1.2% below llama.cpp's, SmolLM2's 0.4%) and with
 llama.cpp's 8-bit activation rounding (`q8_activations`), which must land within 1% of llama.cpp's (Gemma -0.6%,
-SmolLM2 -0.8%). Rounding Gemma's K/V or its GELU to f16 as llama.cpp does moved nothing measurable.
+SmolLM2 -0.8%). Rounding Gemma's K/V or its GELU to f16 as llama.cpp does moved nothing measurable. The KV cache
+is f16 where the adapter has shader-f16 (lavapipe does) and f32 elsewhere (kvlayout.cache_type); both are checked
+here: the adapter's own type, and the other one forced.
 """
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,25 +48,43 @@ def llms(request):
     from llmchat.api import LLM
     loaded = {}
 
-    def get(name: str, q8_activations: bool = False, profile: str | None = None):
-        if (name, q8_activations, profile) not in loaded:
+    def get(name: str, q8_activations: bool = False, profile: str | None = None, kv_type: str | None = None):
+        key = name, q8_activations, profile, kv_type
+        if key not in loaded:
             golden = MODELS[name]
-            loaded[name, q8_activations, profile] = LLM(str(request.getfixturevalue(golden.fixture)), context=1024,
-                                                        q8_activations=q8_activations, profile=profile)
-        return loaded[name, q8_activations, profile]
+            loaded[key] = LLM(str(request.getfixturevalue(golden.fixture)), context=1024,
+                              q8_activations=q8_activations, profile=profile, kv_type=kv_type)
+        return loaded[key]
     return get
 
 
+@functools.cache
+def _adapter_has_f16() -> bool:
+    from llmchat.gpu import open_device
+    return open_device().info.f16
+
+
+def other_kv_type(which: str | None) -> str | None:
+    """None: the adapter's KV cache type; "other": the other one forced (f32 where f16 is the default)."""
+    if which is None:
+        return None
+    if not _adapter_has_f16():
+        pytest.skip("the adapter has no shader-f16: f32 is its only KV cache type")
+    return "f32"
+
+
 # SmolLM2 also runs under the phone device profile (no subgroups, no f16, WebGPU's default limits, a 1 GiB budget):
-# the kernel variants a phone gets must meet the same references.
-PROFILED = [(name, i, None) for name, i in CASES] + [("smollm2", i, "phone") for name, i in CASES if name == "smollm2"]
+# the kernel variants a phone gets must meet the same references. Both models also run with the other KV cache
+# type than the adapter's (f16 is the default where the adapter has shader-f16).
+PROFILED = ([(name, i, None, None) for name, i in CASES] + [(name, i, None, "other") for name, i in CASES]
+            + [("smollm2", i, "phone", None) for name, i in CASES if name == "smollm2"])
 
 
-@pytest.mark.parametrize("name,index,profile", PROFILED, ids=lambda v: str(v))
-def test_last_position_logits(llms, name, index, profile):
+@pytest.mark.parametrize("name,index,profile,kv", PROFILED, ids=lambda v: str(v))
+def test_last_position_logits(llms, name, index, profile, kv):
     golden = MODELS[name]
     case = golden.reference["prompts"][index]
-    llm = llms(name, profile=profile)
+    llm = llms(name, profile=profile, kv_type=other_kv_type(kv))
     if profile:
         assert llm.device.info.profile == profile and not llm.device.info.subgroups
     ids, logits = llm.logits(case["text"])
@@ -87,11 +108,12 @@ def test_greedy_continuations(llms, name, profile):
     assert agree >= len(prompts) - 1, agree
 
 
-@pytest.mark.parametrize("name,q8,profile", [(name, q8, None) for name in MODELS for q8 in (False, True)]
-                         + [("smollm2", False, "phone")], ids=lambda v: str(v))
-def test_perplexity(llms, name, q8, profile):
+@pytest.mark.parametrize("name,q8,profile,kv", [(name, q8, None, None) for name in MODELS for q8 in (False, True)]
+                         + [("smollm2", False, "phone", None)] + [(name, False, None, "other") for name in MODELS],
+                         ids=lambda v: str(v))
+def test_perplexity(llms, name, q8, profile, kv):
     golden = MODELS[name]
     want = golden.reference["perplexity"]
-    got = llms(name, q8, profile).perplexity(TEXTS["perplexity_text"], window=want["window"])
+    got = llms(name, q8, profile, other_kv_type(kv)).perplexity(TEXTS["perplexity_text"], window=want["window"])
     assert got["tokens"] == want["scored_tokens"]
     assert abs(got["ppl"] / want["ppl"] - 1) < (0.01 if q8 else golden.ppl_tolerance), (got, want)

@@ -117,13 +117,15 @@ def llama3_factors(rope_dim: int, freq_base: float, factor: float = 8.0, low: fl
 
 def run_rope(g: Gpu, rng: np.random.Generator, infos: list[tuple[int, int]], *, n_head: int, n_kv: int, hd: int,
              rope_dim: int, neox: bool, freq_base: float = 10000.0, freq_scale: float = 1.0,
-             factors: np.ndarray | None = None, tol: float = ROPE_ABS) -> None:
-    """rope_store for tokens at (slot, position) `infos`; checks qkv and the whole cache against the reference."""
+             factors: np.ndarray | None = None, tol: float = ROPE_ABS, kv_type: str = "f32") -> None:
+    """rope_store for tokens at (slot, position) `infos`; checks qkv and the whole cache against the reference.
+    An f16 cache must hold the reference's values rounded to f16, within one f16 unit (2^-10 relative): the GPU's
+    f32 rotation and numpy's f64 one may round to neighbouring f16 values."""
     n_tokens = len(infos)
     slots = sorted({s for s, _ in infos})
     max_blocks = max(p for _, p in infos) // 16 + 1
     cache = PagedCache.scattered(rng, {s: [p for t, p in infos if t == s] for s in slots}, n_slots=max(slots) + 1,
-                                 max_blocks=max_blocks, n_kv_head=n_kv, head_dim=hd)
+                                 max_blocks=max_blocks, n_kv_head=n_kv, head_dim=hd, kv_type=kv_type)
     heads = n_head + 2 * n_kv
     qkv = f32(rng.standard_normal((n_tokens, heads * hd)))
     rec = g.recorder(n_tokens)
@@ -132,7 +134,7 @@ def run_rope(g: Gpu, rng: np.random.Generator, infos: list[tuple[int, int]], *, 
     freqs = None if factors is None else upload(g, factors.astype(np.float32), "rope_freqs")
     ops.rope_store(rec, qa, token_infos(g, infos, n_tokens + 3), k_buf, v_buf, table, n_head=n_head, n_kv_head=n_kv,
                    head_dim=hd, rope_dim=rope_dim, freq_base=freq_base, freq_scale=freq_scale, neox=neox, freqs=freqs,
-                   max_blocks=max_blocks)
+                   max_blocks=max_blocks, kv_type=kv_type)
     g.run(rec)
 
     positions = np.array([p for _, p in infos])
@@ -154,7 +156,9 @@ def run_rope(g: Gpu, rng: np.random.Generator, infos: list[tuple[int, int]], *, 
     for name, got_c, want_c in (("k cache", got_k, want_k), ("v cache", got_v, want_v)):
         written = ~np.isnan(want_c).all(axis=(1, 2))
         assert np.isnan(got_c[~written]).all(), f"{name}: rows that belong to no token were written"
-        assert_close(got_c[written], want_c[written], rel=0.0, abs_=limit, what=name)
+        want_c = want_c[written].astype(cache.np_type).astype(np.float64)
+        f16_unit = 0.0 if kv_type == "f32" else 2.0 ** -10 * np.abs(want_c).max()
+        assert_close(got_c[written], want_c, rel=0.0, abs_=limit + f16_unit, what=name)
 
 
 @pytest.mark.parametrize("neox", [False, True], ids=["normal", "neox"])
@@ -163,6 +167,15 @@ def test_rope_store_modes_and_partial_rotation(gpu: Gpu, rng, neox: bool, hd: in
     """Three sequences in shuffled blocks, a prefill run among them; rope_dim < head_dim passes the rest through."""
     infos = [(2, 0), (0, 41), (2, 1), (1, 15), (1, 16)] + [(0, p) for p in range(42, 53)]
     run_rope(gpu, rng, infos, n_head=4, n_kv=2, hd=hd, rope_dim=rope_dim, neox=neox)
+
+
+@pytest.mark.parametrize("hd,rope_dim", [(64, 64), (256, 128)])
+def test_rope_store_into_f16_cache(gpu: Gpu, rng, hd: int, rope_dim: int):
+    """The f16 cache (adapters with shader-f16): k and v rounded to f16 at their rows, nothing else written."""
+    if not gpu.device.info.f16:
+        pytest.skip("the adapter has no shader-f16")
+    infos = [(2, 0), (0, 41), (2, 1), (1, 15), (1, 16)] + [(0, p) for p in range(42, 53)]
+    run_rope(gpu, rng, infos, n_head=4, n_kv=2, hd=hd, rope_dim=rope_dim, neox=True, kv_type="f16")
 
 
 @pytest.mark.parametrize("neox", [False, True], ids=["normal", "neox"])

@@ -7,6 +7,8 @@ import pytest
 
 from llmchat.api import LLM
 from llmchat.engine import Feed
+from llmchat.gpu.kvlayout import cache_type
+from llmchat.gpu.variants import Variants
 from model_factory import write_model
 from reference_model import ReferenceLlama
 
@@ -18,6 +20,30 @@ PROMPT = [5, 70, 71, 72, 40, 3, 100, 101, 200, 7, 9, 11, 13, 260, 261, 17, 19, 2
 def device():
     from llmchat.gpu.native import NativeDevice
     return NativeDevice()
+
+
+# The KV cache type and attention kernel: the adapter's own choice (on lavapipe an f16 cache and the invocation
+# kernel), each cache type forced, and the GPU kernel (flash) over an f16 cache. The reference rounds k and v as the
+# cache does.
+SETUPS = [(None, None), ("f16", None), ("f32", None), ("f16", "flash")]
+
+
+def _setup_id(s) -> str:
+    return f"{s[0] or 'kv-default'}-{s[1] or 'attn-default'}"
+
+
+def _force(device, monkeypatch, kv_type: str | None, kernel: str | None) -> str:
+    """Forces the attention kernel for the test; returns the KV cache type to load with."""
+    if kv_type == "f16" and not device.info.f16:
+        pytest.skip("the adapter has no shader-f16")
+    if kernel is not None:
+        monkeypatch.setattr(Variants, "attention_kernel", property(lambda self: kernel))
+    return cache_type(device.info, kv_type)
+
+
+@pytest.fixture(params=SETUPS, ids=_setup_id)
+def setup(request, device, monkeypatch) -> str:
+    return _force(device, monkeypatch, *request.param)
 
 
 # K-quant rows are whole 256-element super-blocks: those models are 256 wide, with an ffn of 512.
@@ -36,15 +62,23 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("arch,qtype,types,tied", CASES, ids=[f"{c[0]}-{c[1].name}-{len(c[2])}" for c in CASES])
-def test_forward_matches_numpy(tmp_path, device, arch, qtype, types, tied):
+# Attention does not depend on the weight types: the other setups run with two of the cases (one kv head; two).
+FORWARD = [(c, SETUPS[0]) for c in CASES] + [(c, s) for s in SETUPS[1:] for c in (CASES[0], CASES[4])]
+
+
+@pytest.mark.parametrize("case,forced", FORWARD,
+                         ids=[f"{c[0]}-{c[1].name}-{len(c[2])}-{_setup_id(s)}" for c, s in FORWARD])
+def test_forward_matches_numpy(tmp_path, device, monkeypatch, case, forced):
+    arch, qtype, types, tied = case
+    setup = _force(device, monkeypatch, *forced)
     types = dict(types)
     fold = types.pop("fold_norms", None)
     shape = {key: types.pop(key) for key in WIDE if key in types}
     path = write_model(tmp_path / "m.gguf", arch=arch, label=arch, qtype=qtype, types=types, tied=tied,
                        n_kv_head=1 + (arch == "qwen2"), **shape)
-    llm = LLM(str(path), device=device, context=128, max_tokens_per_step=8, fold_norms=fold)
-    ref = ReferenceLlama(str(path)).forward(PROMPT)
+    llm = LLM(str(path), device=device, context=128, max_tokens_per_step=8, fold_norms=fold, kv_type=setup)
+    assert llm.engine.kv.dtype == setup
+    ref = ReferenceLlama(str(path), setup).forward(PROMPT)
     with llm._slot() as slot:
         rows = llm.prefill(slot, PROMPT, all_logits=True)  # 19 tokens: chunks of 8, 8, 3
     got = np.array([list(r) for r in rows])
@@ -59,10 +93,10 @@ def test_forward_matches_numpy(tmp_path, device, arch, qtype, types, tied):
             assert np.abs(row - ref[i]).max() / np.abs(ref).max() < 1e-4
 
 
-def test_batched_sequences_match_alone(tmp_path, device):
+def test_batched_sequences_match_alone(tmp_path, device, setup):
     path = write_model(tmp_path / "m.gguf", qtype=Q.Q8_0)
-    llm = LLM(str(path), device=device, context=64, n_slots=3, max_tokens_per_step=16)
-    ref = ReferenceLlama(str(path))
+    llm = LLM(str(path), device=device, context=64, n_slots=3, max_tokens_per_step=16, kv_type=setup)
+    ref = ReferenceLlama(str(path), setup)
     prompts = [PROMPT[:5], PROMPT[3:12], PROMPT[7:9]]
     slots = [llm.engine.kv.new_slot() for _ in prompts]
     # One step prefills all three sequences together (mixed lengths), the next decodes them together.

@@ -9,7 +9,7 @@ import struct
 from dataclasses import dataclass
 
 from ..ggml_types import GGMLType
-from . import variants
+from . import kvlayout, variants
 from .device import Binding, Buffer, Traffic
 from .kvlayout import BLOCK_TOKENS
 from .recorder import Act, Recorder, cdiv
@@ -160,8 +160,11 @@ def rope_turns(rope_dim: int, freq_base: float, freq_scale: float = 1.0) -> list
 
 def rope_store(rec: Recorder, qkv: Act, tokens: Binding, k_cache: Buffer, v_cache: Buffer, block_table: Buffer, *,
                n_head: int, n_kv_head: int, head_dim: int, rope_dim: int, freq_base: float, freq_scale: float = 1.0,
-               neox: bool, freqs: Weight | Buffer | None = None, mscale: float = 1.0, max_blocks: int) -> None:
+               neox: bool, freqs: Weight | Buffer | None = None, mscale: float = 1.0, max_blocks: int,
+               kv_type: str | None = None) -> None:
     """Rotate q and k of every token in place in `qkv` and store k and v in the paged cache at the token's position.
+
+    `kv_type` is the cache's element type (KVCache.dtype; default: the adapter's, kvlayout.cache_type).
 
     `freqs` holds rope_dim/2 divisors of the angles (llama3-style `rope_freqs.weight`, LongRoPE's factors);
     `mscale` scales the rotated elements (LongRoPE's attention factor). `rope_dim` 0 only stores (no RoPE).
@@ -174,27 +177,68 @@ def rope_store(rec: Recorder, qkv: Act, tokens: Binding, k_cache: Buffer, v_cach
     for f in rope_turns(rope_dim, freq_base, freq_scale):
         words += [f & 0xFFFFFFFF, f >> 32]
     words = words + [0] * (-len(words) % 4) if words else [0] * 4  # a WGSL array cannot be empty
+    cache = kvlayout.cache_type(rec.device.info, kv_type)
     kernel = rec.kernels.get("rope_store.wgsl", FREQ_VEC4=len(words) // 4, HAS_FACTORS=str(freqs is not None).lower(),
-                             BLOCK_TOKENS=BLOCK_TOKENS)
+                             BLOCK_TOKENS=BLOCK_TOKENS,
+                             **kvlayout.shader_values(cache))
     params = rec.params("rope", f"7If{len(words)}I", n_head, n_kv_head, head_dim, rope_dim, qkv.cols, max_blocks,
                         int(neox), mscale, *words)
     factors = rec.empty() if freqs is None or not rope_dim else _vector(freqs, rope_dim // 2, "rope frequency factors")
     heads = n_head + 2 * n_kv_head
     # q and k are rotated in place; k and v are stored into the cache.
-    kv_row = 2 * n_kv_head * head_dim * F32
+    kv_row = 2 * n_kv_head * head_dim * kvlayout.CACHE_TYPES[cache]
     rec.add(kernel, (params, rec.step, qkv.buffer, tokens, k_cache, v_cache, block_table, factors),
             (cdiv(heads * head_dim // 2, 64), qkv.rows, 1),
             Traffic(reads=qkv.rows * (heads * head_dim * F32 + 16),
                     writes=qkv.rows * ((n_head + n_kv_head) * head_dim * F32 + kv_row)))
 
 
+FLASH_WG = 64  # lanes per flash-attention workgroup
+FLASH_QUERY_VEC4 = 256  # query vec4s one flash workgroup holds (tokens x heads x head_dim / 4): 4 KiB
+FLASH_TILE_BYTES = 8192  # bytes of the K (then V) tile a flash workgroup holds
+FLASH_MAX_TOKENS = 8  # tokens per flash workgroup (prefill)
+
+
+@dataclass(frozen=True)
+class FlashShape:
+    """What one flash-attention workgroup covers (shaders/attention_flash.wgsl)."""
+
+    tokens: int  # TT: consecutive tokens of the step
+    heads: int  # QH: query heads of one kv group
+    tile: int  # TP: positions per K/V tile
+
+
+def flash_shape(rows: int, n_head: int, n_kv_head: int, head_dim: int, max_workgroup_storage: int) -> FlashShape:
+    """The largest share of one kv group's query heads, then as many tokens as fit FLASH_QUERY_VEC4, so each K/V
+    tile loaded serves as many query rows as workgroup memory allows; tiles of FLASH_TILE_BYTES."""
+    hd4 = head_dim // 4
+    group = n_head // n_kv_head
+    heads = max([d for d in range(1, group + 1) if group % d == 0 and d * hd4 <= FLASH_QUERY_VEC4] or [1])
+    tokens = max(1, min(rows, FLASH_MAX_TOKENS, FLASH_QUERY_VEC4 // (heads * hd4)))
+    tile = max(1, min(64, FLASH_TILE_BYTES // (hd4 * 16)))
+
+    def storage(tile: int) -> int:
+        q_rows = tokens * heads
+        return (q_rows * hd4 + tile * hd4) * 16 + (q_rows * tile + tile + 3 * q_rows) * 4
+
+    while tile > 1 and storage(tile) > max_workgroup_storage:
+        tile //= 2
+    if storage(tile) > max_workgroup_storage:
+        raise ValueError(f"flash attention over heads of {head_dim} needs {storage(tile)} bytes of workgroup memory; "
+                         f"the adapter has {max_workgroup_storage}")
+    return FlashShape(tokens, heads, tile)
+
+
 def attention(rec: Recorder, qkv: Act, tokens: Binding, k_cache: Buffer, v_cache: Buffer, block_table: Buffer,
               out: Act, *, n_head: int, n_kv_head: int, head_dim: int, scale: float, max_blocks: int,
-              max_context: int, window: int = 0, softcap: float = 0.0, splits: int | None = None) -> None:
+              max_context: int, window: int = 0, softcap: float = 0.0, splits: int | None = None,
+              kv_type: str | None = None, kernel: str | None = None) -> None:
     """out[t, h] = causal softmax(q_t,h . K * scale) V over the token's own sequence in the paged cache.
 
     `window` > 0 limits a token at position p to positions > p - window; `softcap` > 0 squashes scores with
-    softcap * tanh(score / softcap). `splits` overrides the number of ranges per token (variants.Variants.attention_splits).
+    softcap * tanh(score / softcap). `kv_type` is the cache's element type (KVCache.dtype; default: the adapter's).
+    `kernel` (variants.ATTENTION_KERNELS) and `splits` (ranges per token) override the adapter's choices
+    (variants.Variants.attention_kernel, attention_splits, flash_splits); tests use them to cover every variant.
     """
     if qkv.cols != (n_head + 2 * n_kv_head) * head_dim or out.cols < n_head * head_dim or out.rows < qkv.rows:
         raise ValueError(f"attention over {n_head}/{n_kv_head} heads of {head_dim}: qkv is {qkv.rows}x{qkv.cols}, "
@@ -202,24 +246,41 @@ def attention(rec: Recorder, qkv: Act, tokens: Binding, k_cache: Buffer, v_cache
     if n_head % n_kv_head or head_dim % 4 or out.cols % 4:
         raise ValueError(f"attention needs n_kv_head | n_head ({n_kv_head}, {n_head}) and multiples of 4 "
                          f"(head_dim {head_dim}, out columns {out.cols})")
-    n_splits = splits or variants.variants(rec.device).attention_splits(qkv.rows, n_head, max_context)
+    v = variants.variants(rec.device)
+    kernel = kernel or v.attention_kernel
+    if kernel not in variants.ATTENTION_KERNELS:
+        raise ValueError(f"attention kernel must be one of {variants.ATTENTION_KERNELS}, not {kernel!r}")
     hd4 = head_dim // 4
+    cache = kvlayout.cache_type(rec.device.info, kv_type)
+    kv_values = kvlayout.shader_values(cache)
+    if kernel == "flash":
+        shape = flash_shape(qkv.rows, n_head, n_kv_head, head_dim, rec.device.info.max_workgroup_storage)
+        groups = cdiv(qkv.rows, shape.tokens) * (n_head // shape.heads)
+        n_splits = splits or v.flash_splits(groups, max_context, shape.tile)
+    else:
+        n_splits = splits or v.attention_splits(qkv.rows, n_head, max_context)
     record_bytes = (hd4 + 1) * 16
     n_splits = max(1, min(n_splits, rec.device.info.max_binding_size // (qkv.rows * n_head * record_bytes)))
-    kernel = rec.kernels.get("attention.wgsl", HD4=hd4, WG=ATTN_WG, MIN_RANGE=variants.ATTN_MIN_RANGE,
-                             BLOCK_TOKENS=BLOCK_TOKENS)
     params = rec.params("attention", "8I2f", n_head, n_kv_head, qkv.cols, out.cols, max_blocks, window, n_splits, 0,
                         scale, softcap)
     dst = out.buffer if n_splits == 1 else rec.scratch(qkv.rows * n_head * n_splits * record_bytes)
+    bindings = (params, rec.step, qkv.buffer, tokens, k_cache, v_cache, block_table, dst)
     # The program's tokens see at most `max_context` positions (a window's worth for one token) of one sequence's
     # K and V: each is read once.
     span = min(max_context, max_blocks * BLOCK_TOKENS, window + qkv.rows if window else max_context)
-    kv_read = span * 2 * n_kv_head * head_dim * F32
+    kv_read = span * 2 * n_kv_head * head_dim * kvlayout.CACHE_TYPES[cache]
     q_bytes, out_bytes = qkv.rows * n_head * head_dim * F32, qkv.rows * n_head * head_dim * F32
     partial = qkv.rows * n_head * n_splits * record_bytes
-    rec.add(kernel, (params, rec.step, qkv.buffer, tokens, k_cache, v_cache, block_table, dst),
-            _grid_1d(qkv.rows * n_head * n_splits, ATTN_WG),
-            Traffic(reads=q_bytes + kv_read, writes=out_bytes if n_splits == 1 else partial))
+    traffic = Traffic(reads=q_bytes + kv_read, writes=out_bytes if n_splits == 1 else partial)
+    if kernel == "flash":
+        walk = rec.kernels.get("attention_flash.wgsl", HD4=hd4, WG=FLASH_WG, TT=shape.tokens, QH=shape.heads,
+                               TP=shape.tile, MIN_RANGE=variants.ATTN_MIN_RANGE, BLOCK_TOKENS=BLOCK_TOKENS,
+                               **kv_values)
+        rec.add(walk, bindings, _grid_1d(groups * n_splits, 1), traffic)
+    else:
+        walk = rec.kernels.get("attention.wgsl", HD4=hd4, WG=ATTN_WG, MIN_RANGE=variants.ATTN_MIN_RANGE,
+                               BLOCK_TOKENS=BLOCK_TOKENS, **kv_values)
+        rec.add(walk, bindings, _grid_1d(qkv.rows * n_head * n_splits, ATTN_WG), traffic)
     if n_splits > 1:
         combine = rec.kernels.get("attention_combine.wgsl", HD4=hd4)
         params = rec.params("attention_combine", "3I", n_head, out.cols, n_splits)

@@ -22,6 +22,10 @@ from .kernels import Kernels
 ATTN_PARALLEL = 1024  # (token, head, range) invocations attention aims for on GPUs before it stops cutting ranges
 ATTN_MIN_RANGE = 32  # positions per range below which cutting a context further costs more than it gains
 SOFTWARE_MAX_RANGE = 256  # positions one attention invocation may walk on CPU emulators (see attention_splits)
+# Attention kernels: "invocation" (attention.wgsl, one invocation per (token, head, range)) and "flash"
+# (attention_flash.wgsl, a workgroup per (token tile, kv group, range) sharing coalesced K/V tile loads).
+ATTENTION_KERNELS = ("invocation", "flash")
+FLASH_PARALLEL = 128  # workgroups flash attention aims for on GPUs before it stops cutting ranges
 
 
 @dataclass(frozen=True)
@@ -64,6 +68,34 @@ class Variants:
             return max(1, min(by_work, -(-max_context // ATTN_MIN_RANGE), 64))
         by_work = min(8, -(-max_context // (128 * rows)))
         return max(1, by_work, -(-max_context // SOFTWARE_MAX_RANGE))
+
+    @property
+    def attention_kernel(self) -> str:
+        """The attention kernel (ATTENTION_KERNELS). GPUs: flash, whose workgroups load each K/V row once per kv
+        group and tile of tokens, coalesced, and keep scores and tiles in workgroup memory. CPU emulators: one
+        invocation per (token, head, range), which holds q and the accumulator in registers; there workgroup
+        memory loads are scalar loops over the lanes like storage loads, and flash re-reads q and the tile from
+        it for every score. Measured on lavapipe (tools/attention_speed.py, f32 cache, ms for all layers),
+        invocation vs flash: SmolLM2 decode at 64 / 512 / 2000 positions 3.4 / 17 / 59 vs 20 / 530 / 4600,
+        64-token prefill 80 vs 4900; Gemma 3 decode at 2000 positions 300 vs 3300, prefill 1150 vs 4500."""
+        return "invocation" if self.software else "flash"
+
+    def attention_candidates(self) -> list[str]:
+        """The attention kernels a tuner may time on this adapter, the hand-picked one first (each runs with its
+        own split rule; `ops.attention(kernel=..., splits=...)` forces either)."""
+        return [self.attention_kernel] + [k for k in ATTENTION_KERNELS if k != self.attention_kernel]
+
+    def flash_splits(self, workgroups: int, max_context: int, tile: int) -> int:
+        """Ranges per token for flash attention when `workgroups` (token tiles x kv groups) run: enough to occupy a
+        GPU during decode, one when tokens alone do (prefill), never ranges shorter than a tile or ATTN_MIN_RANGE.
+        On CPU emulators (forced there by tests and measurements) at most SOFTWARE_MAX_RANGE positions a range,
+        as for the invocation kernel."""
+        shortest = max(tile, ATTN_MIN_RANGE)
+        by_work = -(-FLASH_PARALLEL // workgroups)
+        splits = max(1, min(by_work, -(-max_context // shortest), 64))
+        if self.software:
+            splits = max(splits, -(-max_context // SOFTWARE_MAX_RANGE))
+        return splits
 
     @property
     def split_weights(self) -> bool:

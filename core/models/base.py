@@ -8,7 +8,7 @@ weights it handed out, by tensor names, for reports). Beyond that the engine see
 
 - `activations()`: the buffers one forward step needs, by name and width; the engine allocates them for its
   largest step and hands them back, cut to each program's rows, as an `Activations`;
-- `kv_widths()`: per layer, how many f32 values one position keeps in each of the K and V caches (0: none);
+- `kv_widths()`: per layer, how many values one position keeps in each of the K and V caches (0: none);
 - `state_widths()` (optional; default none): per layer, how many f32 values of fixed-size state one sequence keeps
   (a convolution's last inputs, a recurrent layer's matrix), allocated per slot beside the KV cache as `kv.state[i]`
   and kept right across new sequences, forks and truncation by `llmchat.kv_cache.KVCache`;

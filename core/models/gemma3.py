@@ -141,10 +141,11 @@ class Gemma3:
             ops.rope_store(rec, qkv, acts.tokens, kv.k[i], kv.v[i], kv.table, n_head=c.n_head,
                            n_kv_head=c.n_kv_head, head_dim=c.head_dim, rope_dim=c.rope_dim,
                            freq_base=c.rope_base_local if local else c.rope_base,
-                           freq_scale=1.0 if local else c.rope_freq_scale, neox=True, max_blocks=kv.max_blocks)
+                           freq_scale=1.0 if local else c.rope_freq_scale, neox=True, max_blocks=kv.max_blocks,
+                           kv_type=kv.dtype)
             ops.attention(rec, qkv, acts.tokens, kv.k[i], kv.v[i], kv.table, attn, n_head=c.n_head,
                           n_kv_head=c.n_kv_head, head_dim=c.head_dim, scale=c.attention_scale,
-                          max_blocks=kv.max_blocks, max_context=context or kv.max_context,
+                          max_blocks=kv.max_blocks, kv_type=kv.dtype, max_context=context or kv.max_context,
                           window=c.sliding_window if local else 0)
             ops.matmul(rec, blk.attn_output, attn, branch)
             ops.rmsnorm(rec, branch, blk.post_attention_norm, x, c.norm_eps, add=True)

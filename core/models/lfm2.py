@@ -165,10 +165,10 @@ class Lfm2:
                 ops.rope_store(rec, qkv, acts.tokens, kv.k[i], kv.v[i], kv.table, n_head=c.n_head,
                                n_kv_head=c.n_kv_head, head_dim=c.head_dim, rope_dim=c.rope_dim,
                                freq_base=c.rope_base, freq_scale=c.rope_freq_scale, neox=True,
-                               max_blocks=kv.max_blocks)
+                               max_blocks=kv.max_blocks, kv_type=kv.dtype)
                 ops.attention(rec, qkv, acts.tokens, kv.k[i], kv.v[i], kv.table, attn, n_head=c.n_head,
                               n_kv_head=c.n_kv_head, head_dim=c.head_dim, scale=c.head_dim ** -0.5,
-                              max_blocks=kv.max_blocks, max_context=context or kv.max_context,
+                              max_blocks=kv.max_blocks, kv_type=kv.dtype, max_context=context or kv.max_context,
                               window=c.sliding_window)
                 ops.matmul(rec, mix.attn_output, attn, x, mode=ops.ADD)
             gated(rec, blk.ffn_gate_up, x, ff, up, norm=norm(x, blk.ffn_norm))

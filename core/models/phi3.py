@@ -110,10 +110,10 @@ class Phi3:
             ops.rope_store(rec, qkv, acts.tokens, kv.k[i], kv.v[i], kv.table, n_head=c.n_head,
                            n_kv_head=c.n_kv_head, head_dim=c.head_dim, rope_dim=c.rope_dim, freq_base=c.rope_base,
                            freq_scale=c.rope_freq_scale, neox=True, freqs=factors, mscale=c.rope_mscale,
-                           max_blocks=kv.max_blocks)
+                           max_blocks=kv.max_blocks, kv_type=kv.dtype)
             ops.attention(rec, qkv, acts.tokens, kv.k[i], kv.v[i], kv.table, attn, n_head=c.n_head,
                           n_kv_head=c.n_kv_head, head_dim=c.head_dim, scale=c.head_dim ** -0.5,
-                          max_blocks=kv.max_blocks, max_context=context or kv.max_context)
+                          max_blocks=kv.max_blocks, kv_type=kv.dtype, max_context=context or kv.max_context)
             ops.matmul(rec, blk.attn_output, attn, x, mode=ops.ADD)
             gated(rec, [blk.ffn_up], x, ff, None, norm=norm(x, blk.ffn_norm))
             ops.matmul(rec, blk.ffn_down, ff, x, mode=ops.ADD)
