@@ -14,7 +14,7 @@ What wins differs by orders of magnitude between real GPUs and CPU emulations of
 from __future__ import annotations
 
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .device import Device, Dispatch
 from .kernels import Kernels
@@ -24,25 +24,105 @@ ATTN_MIN_RANGE = 32  # positions per range below which cutting a context further
 SOFTWARE_MAX_RANGE = 256  # positions one attention invocation may walk on CPU emulators (see attention_splits)
 
 
+SHAPES = ("lanes", "rowgroup", "tiled")
+WORKGROUP_BYTES = 16384  # workgroup memory every WebGPU adapter offers (maxComputeWorkgroupStorageSize default)
+
+
 @dataclass(frozen=True)
 class MatmulTile:
-    """What one matmul invocation computes: `rows` outputs for `tokens` tokens, in workgroups of `wg`."""
+    """How matmul.wgsl splits the work (see the header of shaders/matmul.wgsl):
+
+    - shape "lanes": one invocation per tile of `rows` outputs x `tokens` tokens over the whole row, `wg` per
+      workgroup, x loaded by each lane ("plain") or once per subgroup ("shared"). What CPU emulators run (8 rows).
+    - shape "rowgroup": the coalesced matvec of GPUs. One workgroup of `wg` invocations per tile; invocation l
+      takes blocks l, l + wg, ... of the tile's rows, so neighbouring invocations read neighbouring blocks, and the
+      partial sums are added with subgroupAdd (`reduce` "subgroup") or a tree in workgroup memory ("workgroup").
+    - shape "tiled": prefill on GPUs. One workgroup per tile of rows * wg_rows rows x tokens * (wg / wg_rows)
+      tokens; each block of W is decoded once into workgroup memory and reused for every token of the tile.
+    """
 
     rows: int
     tokens: int
     wg: int
-    xload: str  # "plain" or "shared": see shaders/matmul_x_*.wgsl
+    xload: str = "plain"  # "plain" or "shared": see shaders/matmul_x_*.wgsl
+    shape: str = "lanes"
+    reduce: str = "none"  # rowgroup: "subgroup" or "workgroup"
+    wg_rows: int = 0  # tiled: invocations along rows (the rest run along tokens)
+
+    def __post_init__(self):
+        if self.shape not in SHAPES or self.rows not in (1, 2, 4, 8) or self.tokens not in (1, 4, 8):
+            raise ValueError(f"no matmul kernel for {self}")
+        if self.shape != "lanes" and (self.xload != "plain" or self.wg & (self.wg - 1) or self.wg < 4):
+            raise ValueError(f"{self.shape} tiles load x plainly and have a power-of-two workgroup >= 4: {self}")
+        if (self.shape == "rowgroup") != (self.reduce in ("subgroup", "workgroup")):
+            raise ValueError(f"rowgroup tiles, and only they, reduce by subgroup or workgroup: {self}")
+        if self.shape == "tiled" and (self.wg_rows < 1 or self.wg % self.wg_rows or self.tile_tokens > self.wg):
+            raise ValueError(f"a tiled matmul needs wg_rows | wg and at most wg tokens per tile: {self}")
+
+    @property
+    def tile_rows(self) -> int:
+        """Outputs one workgroup computes."""
+        return self.rows * (self.wg if self.shape == "lanes" else self.wg_rows if self.shape == "tiled" else 1)
+
+    @property
+    def tile_tokens(self) -> int:
+        """Tokens one workgroup computes."""
+        return self.tokens * (self.wg // self.wg_rows if self.shape == "tiled" else 1)
+
+    def workgroup_bytes(self, halves: int) -> int:
+        """Workgroup memory the kernel declares (`halves` 2 for the gated mode)."""
+        if self.shape == "rowgroup":
+            slots = self.wg if self.reduce == "workgroup" else self.wg // 4
+            return 4 * slots * (halves * self.rows * self.tokens + self.tokens)
+        if self.shape == "tiled":
+            return 128 * (halves * self.tile_rows + self.tile_tokens) + 4 * self.tile_tokens
+        return 0
+
+    def grid(self, outputs: int, tokens: int) -> tuple[int, int, int]:
+        """Workgroups for `outputs` rows and `tokens` tokens; rowgroup grids fold past 65535 into z."""
+        groups = -(-outputs // self.tile_rows)
+        if self.shape == "rowgroup" and groups > 65535:
+            return (65535, -(-tokens // self.tile_tokens), -(-groups // 65535))
+        return (groups, -(-tokens // self.tile_tokens), 1)
+
+    def values(self) -> dict[str, object]:
+        """The template values of shaders/matmul.wgsl that select this tile."""
+        return {"R": self.rows, "TT": self.tokens, "WG": self.wg, "XLOAD": self.xload, "SHAPE": self.shape,
+                "REDUCE": self.reduce, "WGR": self.wg_rows}
 
 
 @dataclass(frozen=True)
 class Variants:
     software: bool  # a CPU emulation: loads are expensive, invocations are SIMD lanes
     shared_loads: bool  # subgroups of >= 8 lanes: blocks of x can be loaded once per subgroup
+    subgroup_width: int = 0  # lanes per subgroup (0: no subgroups)
+    # Choices the tuner (tune.py) measured on this adapter, by (family, key) such as ("matvec", "Q4_1"); they
+    # replace the fixed table below for that family and key. Empty when tuning is off.
+    tuned: dict = field(default_factory=dict, compare=False, hash=False)
 
-    def matmul(self, tokens: int) -> MatmulTile:
-        """The tile for a step of `tokens` tokens (the program's bucket)."""
+    def choice(self, family: str, key: str, default):
+        """The tuned choice of `family` for `key`, else `default` (the fixed table's)."""
+        return self.tuned.get((family, key), default)
+
+    def matmul(self, tokens: int, qtype: str | None = None) -> MatmulTile:
+        """The tile for a step of `tokens` tokens (the program's bucket) over weights of type `qtype` (a GGMLType
+        name): the tuned one where the tuner chose, else the fixed table's (`default_matmul`)."""
+        default = self.default_matmul(tokens)
+        if qtype is None:
+            return default
+        return self.choice("matvec" if tokens == 1 else "prefill", qtype, default)
+
+    def default_matmul(self, tokens: int) -> MatmulTile:
+        """The fixed per-adapter table. GPUs: the coalesced row-group matvec for decode (subgroupAdd where
+        subgroups are, a workgroup-memory tree where not) and the workgroup-memory tiles for prefill. CPU
+        emulators: 8 rows per invocation (the measurements in this module's docstring)."""
         if not self.software:
-            return MatmulTile(rows=1, tokens=1 if tokens == 1 else 4 if tokens <= 8 else 8, wg=64, xload="plain")
+            reduce = "subgroup" if self.subgroup_width >= 4 else "workgroup"
+            if tokens == 1:
+                return MatmulTile(rows=2, tokens=1, wg=32, shape="rowgroup", reduce=reduce)
+            if tokens <= 4:
+                return MatmulTile(rows=2, tokens=4, wg=32, shape="rowgroup", reduce=reduce)
+            return MatmulTile(rows=2, tokens=4 if tokens <= 16 else 8, wg=64, shape="tiled", wg_rows=16)
         xload = "shared" if self.shared_loads else "plain"
         if tokens == 1:
             return MatmulTile(rows=8, tokens=1, wg=8, xload=xload)
@@ -89,8 +169,9 @@ def variants(device: Device) -> Variants:
     v = _cache.get(device)
     if v is None:
         info = device.info
-        shared = info.software and info.subgroups and subgroup_size(device) >= 8
-        v = _cache[device] = Variants(software=info.software, shared_loads=shared)
+        width = subgroup_size(device)
+        v = _cache[device] = Variants(software=info.software, shared_loads=info.software and width >= 8,
+                                      subgroup_width=width)
     return v
 
 
