@@ -14,6 +14,7 @@ What wins differs by orders of magnitude between real GPUs and CPU emulations of
 from __future__ import annotations
 
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .device import Device, Dispatch
@@ -159,6 +160,37 @@ class Variants:
         the matmul loads anyway). Always, now that CPU emulators reuse each load of x across many rows: there it
         saves two dispatches per layer."""
         return True
+
+
+@dataclass
+class TuneCase:
+    """One choice the tuner (tune.py) makes: which of `candidates` runs `family` for `key` on this adapter.
+
+    `candidates[0]` is what the fixed table (Variants) picks: it is always timed, and the reference every other
+    candidate's output must match (|a - b| <= 1e-4 * max|b| + 1e-5). `shape` says what is measured (it is part of
+    the cache key: "576x1536 T=1"). `trial(choice, n)` records `n` back-to-back dispatches of `choice` and returns
+    (program, output buffer, output bytes); the tuner runs it, reads the output and times further runs. A choice
+    must have a stable repr: the cache stores it by repr and uses it again only if a candidate has the same one.
+    The tuned choice lands in Variants.tuned[(family, key)], read back with Variants.choice(family, key, default).
+    """
+
+    family: str
+    key: str
+    shape: str
+    candidates: list
+    trial: Callable
+
+
+# Kernel families the tuner measures: name -> function(ctx) returning that family's TuneCases for one model, where
+# ctx (tune.TuneContext) holds the device, kernels, variants, the model's uploaded weights by name, its config and
+# the prefill step size. tune.py registers "matmul" (cases "matvec" and "prefill" per weight type in use); another
+# family (attention ranges, ...) adds its own with `register_tunable` and reads its choice with Variants.choice.
+TUNABLE: dict[str, Callable[[object], list[TuneCase]]] = {}
+
+
+def register_tunable(family: str, cases: Callable[[object], list[TuneCase]]) -> None:
+    """Let the tuner choose among variants of `family` (see TUNABLE)."""
+    TUNABLE[family] = cases
 
 
 _cache: weakref.WeakKeyDictionary[Device, Variants] = weakref.WeakKeyDictionary()
