@@ -269,7 +269,8 @@ def _sampling(args: argparse.Namespace) -> dict[str, Any]:
 def _load(args: argparse.Namespace):
     from .api import load
 
-    llm = load(args.model, context=args.ctx, q8_activations=args.q8_activations)
+    llm = load(args.model, context=args.ctx, q8_activations=args.q8_activations,
+               retune=getattr(args, "retune", False))
     if llm.device.info.software and not args.json:
         print(f"llmchat: {llm.device.info.name} is a software (CPU-emulated) adapter: expect it to be slow",
               file=sys.stderr)
@@ -383,6 +384,8 @@ def _bench_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-p", "--prompt", default=BENCH_PROMPT)
     parser.add_argument("-n", "--max-tokens", type=int, default=128, help="greedy tokens to generate (default 128)")
     parser.add_argument("--repeat", type=int, default=2, help="runs; the fastest prefill and decode are reported")
+    parser.add_argument("--retune", action="store_true",
+                        help="measure the kernel variants for this model and adapter again (see LLMCHAT_TUNE)")
 
 
 @command("bench", "measure load time, prefill and decode speed", _bench_arguments)
@@ -400,7 +403,8 @@ def bench_command(args: argparse.Namespace) -> int:
               "generated": best.usage["completion_tokens"], **timings,
               "dispatches_per_token": llm.engine.dispatches_per_step(
                   context=best.usage["prompt_tokens"] + best.usage["completion_tokens"]),
-              "weight_bytes_per_token": llm.model.weight_bytes, "adapter": llm.device.info.as_dict()}
+              "weight_bytes_per_token": llm.model.weight_bytes, "adapter": llm.device.info.as_dict(),
+              "kernels": llm.tuning.summary()}
     print(json.dumps(result) if args.json else "\n".join(f"{k}: {v}" for k, v in result.items()))
     return 0
 

@@ -58,12 +58,16 @@ def run_case(gpu: Gpu, rng, tile: MatmulTile, qtype: GGMLType, layout: str, rows
     assert_close(gpu.read(y), x @ w.T, what=f"{tile_id(tile)} {qtype.name} {layout} {rows}x{k} T={n_tokens}")
 
 
-# SmolLM2's projections (ffn_up/gate rows of 576, ffn_down rows of 1536) and odd sizes, at decode and prefill.
-MODEL_SHAPES = [(1536, 576, 1), (576, 1536, 1), (1536, 576, 64), (576, 1536, 13), (101, 96, 5), (70, 768, 13)]
-CASES = [(t, q, lay, *s) for t in TILES for q, lay in layouts([GGMLType.Q4_1, GGMLType.Q4_K, GGMLType.Q6_K,
-                                                                 GGMLType.Q8_0])
-         for s in MODEL_SHAPES
-         if (s[2] == 1) == (t.shape == "rowgroup" and t.tokens == 1) or s[0] < 200]
+# SmolLM2's projections (ffn_up/gate rows of 576, ffn_down rows of 1536) at decode and prefill, and odd sizes
+# (neither rows nor k multiples of any tile) at 1, 5 and 13 tokens. The 64-token prefill runs the GPU's default
+# tiled and row-group tiles only: each such case takes seconds on lavapipe.
+DECODE = [(1536, 576, 1), (576, 1536, 1), (101, 96, 1)]
+SMALL = [(576, 1536, 13), (101, 96, 5), (70, 768, 13)]
+PREFILL = [(1536, 576, 64)]
+QTYPES = layouts([GGMLType.Q4_1, GGMLType.Q4_K, GGMLType.Q6_K, GGMLType.Q8_0])
+CASES = ([(t, q, lay, *s) for t in ROWGROUP if t.tokens == 1 for q, lay in QTYPES for s in DECODE + SMALL[1:]]
+         + [(t, q, lay, *s) for t in TILES if t.tokens > 1 or t.shape == "tiled" for q, lay in QTYPES for s in SMALL]
+         + [(t, q, lay, *s) for t in (TILED[0], ROWGROUP[3]) for q, lay in QTYPES for s in PREFILL])
 
 
 @pytest.mark.parametrize("tile,qtype,layout,rows,k,n_tokens", CASES,
@@ -137,3 +141,22 @@ def test_split_layout_in_parts(split_gpu: Gpu, rng, tile: MatmulTile, qtype: GGM
     ops.matmul(rec, weight, split_gpu.act(rec, "x", x), y, tile=tile)
     split_gpu.run(rec)
     assert_close(split_gpu.read(y), x @ w.T, what=f"split {tile_id(tile)} {qtype.name}")
+
+
+@pytest.mark.parametrize("reduce", ["subgroup", "workgroup"])
+def test_rowgroup_grid_past_65535_workgroups(gpu: Gpu, rng, reduce: str):
+    """A vocabulary-sized output (70001 rows, one per workgroup) folds its workgroups into z; every row lands."""
+    tile = MatmulTile(1, 1, 8, shape="rowgroup", reduce=reduce)
+    assert tile.grid(70001, 1) == (65535, 1, 2)
+    run_case(gpu, rng, tile, GGMLType.Q8_0, "gguf", 70001, 64, 1)
+
+
+def test_tiles_refuse_what_workgroup_memory_cannot_hold(gpu: Gpu, rng):
+    """A tile whose workgroup memory passes the 16 KiB every adapter offers is refused before compiling."""
+    tile = MatmulTile(8, 8, 64, shape="tiled", wg_rows=8)  # 64 rows: 2 x 64 x 128 bytes in the gated mode alone
+    raw, _ = random_weight(rng, GGMLType.Q8_0, 42, 64)
+    rec = gpu.recorder(8)
+    x = gpu.act(rec, "x", activations(rng, 8, 64))
+    with pytest.raises(ValueError, match="workgroup memory"):
+        ops.matmul(rec, gpu.weight("w", GGMLType.Q8_0, raw), x, gpu.poisoned(rec, "y", 8, 21), mode=ops.GLU,
+                   tile=tile)

@@ -125,6 +125,10 @@ class TuneReport:
     choices: dict[str, dict] = field(default_factory=dict)
     timed: list[dict] = field(default_factory=list)
 
+    def summary(self) -> dict:
+        """What `llmchat bench` reports: the choices and how they were made, without the measurements."""
+        return {k: v for k, v in self.as_dict().items() if k != "timed"}
+
     def as_dict(self) -> dict:
         return {"enabled": self.enabled, "source": self.source, "cache": self.cache,
                 "seconds": round(self.seconds, 3), "choices": self.choices, "timed": self.timed}
@@ -189,7 +193,7 @@ def _choose(v: Variants, case: TuneCase, choice, report: TuneReport) -> None:
         "variant": repr(choice), "by": "default" if choice == case.candidates[0] else "tuned", "shape": case.shape}
 
 
-ROUNDS = 4  # timed runs per candidate, interleaved: load from other programs falls on all candidates alike
+ROUNDS = 8  # timed runs per candidate (while the budget lasts), interleaved: load from other programs falls on all candidates alike
 SLOW = 2.0  # after the first round, candidates this many times slower than the best are not timed again
 
 
@@ -198,13 +202,14 @@ def _measure(ctx: TuneContext, case: TuneCase, budget: dict[str, float], report:
     name = f"{case.family}/{case.key}"
     reference = None
     trials = []  # (choice, program, out, dispatches, best seconds per dispatch so far)
+    n = 0
     for i, choice in enumerate(case.candidates):
         row = {"case": name, "variant": repr(choice)}
         if i and min(budget.values()) <= 0:
             report.timed.append({**row, "skipped": "budget"})
             continue
         start = time.perf_counter()
-        program, out, nbytes, n = _trial(ctx, case, choice)
+        program, out, nbytes, n = _trial(ctx, case, choice, n)
         got = _floats(ctx.device.read(out, 0, nbytes))
         budget["compile"] -= time.perf_counter() - start
         if reference is None:
@@ -226,13 +231,16 @@ def _measure(ctx: TuneContext, case: TuneCase, budget: dict[str, float], report:
     return min(trials, key=lambda t: t[4])[0]
 
 
-def _trial(ctx: TuneContext, case: TuneCase, choice) -> tuple[Program, Buffer, int, int]:
-    """Record one dispatch, run it (compiling it) and time it once, then record as many as TARGET_RUN_S takes."""
+def _trial(ctx: TuneContext, case: TuneCase, choice, n: int = 0) -> tuple[Program, Buffer, int, int]:
+    """Record one dispatch, run it (compiling it), then record `n` (default: as many as TARGET_RUN_S takes,
+    judged from a second run) and run them once. Every candidate of a case is timed with the first one's `n`, so
+    the fixed cost of a run (submission, readback) weighs on all alike."""
     program, out, nbytes = case.trial(choice, 1)
     ctx.device.run(program)
     ctx.device.read(out, 0, 4)
-    once = _timed(ctx.device, program, out)[0]
-    n = max(1, min(MAX_DISPATCHES, int(TARGET_RUN_S / max(once, 1e-6))))
+    if not n:
+        once = _timed(ctx.device, program, out)[0]
+        n = max(1, min(MAX_DISPATCHES, int(TARGET_RUN_S / max(once, 1e-6))))
     if n > 1:
         program, out, nbytes = case.trial(choice, n)
         ctx.device.run(program)
@@ -379,6 +387,11 @@ def tune_model(device: Device, kernels: Kernels, weights: dict[str, Weight], *, 
     v = variants(device)
     if not enabled(option, device.info.software) and not retune:
         v.tuned.clear()  # an earlier load's choices must not linger on this device
-        return TuneReport(enabled=False)
+        report = TuneReport(enabled=False)
+        for qtype in sorted({w.type for w in weights.values()}, key=int):
+            for family, tokens in (("matvec", 1), ("prefill", prefill_tokens)):
+                report.choices[f"{family}/{qtype.name}"] = {"variant": repr(v.matmul(tokens, qtype.name)),
+                                                             "by": "default"}
+        return report
     ctx = TuneContext(device, kernels, v, dict(weights), config, prefill_tokens)
     return tune(ctx, store=store, retune=retune)
