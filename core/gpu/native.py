@@ -52,7 +52,8 @@ class NativeDevice(Device):
             binding = min(binding, max_binding_size)
         self.info = AdapterInfo(
             name=name, backend=f"wgpu-native/{info.get('backend_type', '')}", vendor=info.get("vendor", ""),
-            driver=info.get("description", "") or "", software=software, f16="shader-f16" in features, subgroups="subgroup" in features,
+            driver=info.get("description", "") or "", software=software, f16="shader-f16" in features,
+            subgroups="subgroup" in features,
             subgroup_min_size=int(info.get("subgroup_min_size", 0) or 0),
             subgroup_max_size=int(info.get("subgroup_max_size", 0) or 0),
             max_binding_size=binding, max_buffer_size=want["max-buffer-size"],

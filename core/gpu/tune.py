@@ -8,13 +8,14 @@ table's candidate, and then it is timed; the fastest correct one wins. Timed run
 them (the fixed table's first, always), and those a budget leaves untried are reported as such. Compilation is
 budgeted apart because it is what varies most: tens of milliseconds per pipeline on GPU drivers (which cache
 them), 0.3-5 s on lavapipe. Large matmuls are measured on their first rows (MAX_MACS), and the output head
-(which prefill runs for the logits rows only) only in decode. Choices are cached per adapter, driver, llmchat version and model
-shape (a JSON file natively under <llmchat home>/tune/, see `FileStore`; the browser passes a store of its own,
-`MemoryStore` until it keeps them in OPFS), so later loads time nothing. `llmchat bench --retune` measures again.
+(which prefill runs for the logits rows only) only in decode. Choices are cached per adapter, driver, llmchat
+version and model shape (a JSON file natively under <llmchat home>/tune/, see `FileStore`; the browser passes a
+store of its own to `tune_model`, `MemoryStore` until it keeps them in OPFS), so later loads time nothing.
+`llmchat bench --retune` measures again.
 
-Tuning is on by default natively and off with LLMCHAT_TUNE=0 or `load(..., tune=False)`; with it off the fixed
-per-adapter table of variants.py decides everything. The test suite runs with it off except where tuning is what
-it tests.
+Tuning is on by default on native hardware adapters, off on CPU emulations and in the browser (see `enabled`);
+LLMCHAT_TUNE=1/0 or `load(..., tune=True/False)` decide otherwise. With it off the fixed per-adapter table of
+variants.py decides. The test suite runs with it off except where tuning is what it tests.
 """
 from __future__ import annotations
 
@@ -45,16 +46,18 @@ RTOL, ATOL = 1e-4, 1e-5  # a candidate is correct when |out - reference| <= RTOL
 ENV = "LLMCHAT_TUNE"
 
 
-def enabled(option: bool | None = None, software: bool = False) -> bool:
-    """Whether to tune: the load option where given, else LLMCHAT_TUNE ("1" on, "0" off), else on for hardware
-    adapters and off for CPU emulations: there compiling one candidate takes 0.3-5 s (lavapipe, 2 cores), so a
-    sweep would add a minute to a first load, and the fixed table was measured on them."""
+def enabled(option: bool | None = None, software: bool = False, native: bool = True) -> bool:
+    """Whether to tune: the load option where given, else LLMCHAT_TUNE ("1" on, "0" off), else on for native
+    hardware adapters only. Off on CPU emulations: there compiling one candidate takes 0.3-5 s (lavapipe, 2 cores),
+    so a sweep would add a minute to a first load, and the fixed table was measured on them. Off in the browser
+    until its results are kept across visits (OPFS: a store for `tune_model`), as a tune on every visit would
+    lengthen every load."""
     if option is not None:
         return option
     value = os.environ.get(ENV, "").strip().lower()
     if value in ("0", "false", "off", "no"):
         return False
-    return bool(value) or not software
+    return bool(value) or (native and not software)
 
 
 @dataclass
@@ -193,7 +196,8 @@ def _choose(v: Variants, case: TuneCase, choice, report: TuneReport) -> None:
         "variant": repr(choice), "by": "default" if choice == case.candidates[0] else "tuned", "shape": case.shape}
 
 
-ROUNDS = 8  # timed runs per candidate (while the budget lasts), interleaved: load from other programs falls on all candidates alike
+# Timed runs per candidate (while the budget lasts), interleaved: load from other programs falls on all alike.
+ROUNDS = 8
 SLOW = 2.0  # after the first round, candidates this many times slower than the best are not timed again
 
 
@@ -385,7 +389,8 @@ def tune_model(device: Device, kernels: Kernels, weights: dict[str, Weight], *, 
                prefill_tokens: int = 64, option: bool | None = None, retune: bool = False, store=None) -> TuneReport:
     """Tune for a loaded model when `enabled(option)` or `retune`; otherwise the fixed table decides."""
     v = variants(device)
-    if not enabled(option, device.info.software) and not retune:
+    native = device.info.backend.startswith("wgpu-native")
+    if not enabled(option, device.info.software, native) and not retune:
         v.tuned.clear()  # an earlier load's choices must not linger on this device
         report = TuneReport(enabled=False)
         for qtype in sorted({w.type for w in weights.values()}, key=int):
@@ -394,4 +399,4 @@ def tune_model(device: Device, kernels: Kernels, weights: dict[str, Weight], *, 
                                                              "by": "default"}
         return report
     ctx = TuneContext(device, kernels, v, dict(weights), config, prefill_tokens)
-    return tune(ctx, store=store, retune=retune)
+    return tune(ctx, store=store if store is not None else FileStore() if native else MemoryStore(), retune=retune)

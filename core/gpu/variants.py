@@ -1,15 +1,26 @@
-"""Which variant of each kernel family an adapter runs: decided here, in one place, from the adapter's kind.
+"""Which variant of each kernel family an adapter runs: decided here, in one place, from the adapter's kind, unless
+the tuner (tune.py) measured better ones on this adapter.
 
-What wins differs by orders of magnitude between real GPUs and CPU emulations of them (lavapipe, SwiftShader):
-- GPUs hide memory latency with many invocations, so a matmul invocation computes one output row and
-  neighbouring invocations read neighbouring rows.
-- On CPU emulators invocations are SIMD lanes, and every load from a storage buffer becomes a scalar loop over the
-  lanes (Mesa 22's lavapipe), so loads, not arithmetic, set the speed. A matmul invocation there computes 8 rows
-  (decode) or an 8-row x 8-token tile (prefill) so each load of x serves many multiply-adds; where subgroups have
-  at least 8 lanes, the lanes of a subgroup load a block of x together and broadcast it (matmul_x_shared.wgsl).
-  Measured on lavapipe (2 cores), decode matvec of 576 x 1536 Q4_1: 0.7 G multiply-adds/s with one row per
-  invocation, 2.8 with 8 rows, 3.2 with 8 rows and shared x loads; prefill tile of 4 rows x 8 tokens: 8.5 with
-  shared loads, 3.2 without; 8 rows x 8 tokens another 1.15x.
+Matmul variants (MatmulTile; shaders/matmul.wgsl and its matmul_main_<shape>.wgsl):
+- "rowgroup", GPU decode: a workgroup per few rows, its invocations on neighbouring blocks of the same row
+  (coalesced loads), partial sums added with subgroupAdd where the adapter has subgroups, with a tree in
+  workgroup memory where not. The row-per-invocation tile GPUs had before (neighbouring invocations a whole row
+  apart) stays among the tuner's candidates.
+- "tiled", GPU prefill: a workgroup per tile of rows x tokens; each block of W is decoded once into workgroup
+  memory and used for every token of the tile, each block of x loaded once for every row.
+- "lanes", CPU emulators (lavapipe, SwiftShader): one invocation per 8-row tile over the whole row. There
+  invocations are SIMD lanes and every load from a storage buffer becomes a scalar loop over the lanes (Mesa 22's
+  lavapipe), so loads, not arithmetic, set the speed, and workgroup barriers are very expensive. An invocation
+  computes 8 rows (decode) or an 8-row x 8-token tile (prefill) so each load of x serves many multiply-adds;
+  where subgroups have at least 8 lanes, the lanes of a subgroup load a block of x together and broadcast it
+  (matmul_x_shared.wgsl). Measured on lavapipe (2 cores), decode matvec of 576 x 1536 Q4_1: 0.7 G
+  multiply-adds/s with one row per invocation, 2.8 with 8 rows, 3.2 with 8 rows and shared x loads; prefill
+  tile of 4 rows x 8 tokens: 8.5 with shared loads, 3.2 without; 8 rows x 8 tokens another 1.15x. The GPU
+  shapes run there too (tests, tuner), several times slower: barriers and subgroup reductions cost more than
+  they save on a CPU.
+
+Kernel families the tuner may choose for register in TUNABLE (see TuneCase); the chosen variants land in
+Variants.tuned and are read with Variants.choice(family, key, default).
 """
 from __future__ import annotations
 
