@@ -20,13 +20,14 @@
 // - tiled: a workgroup per tile of R*WGR rows x TT*(WG/WGR) tokens; each step it decodes one block of every row of
 //   the tile into workgroup memory once and every invocation reuses it for its TT tokens.
 // Rows of an invocation's tile are r0 + r * ROW_STEP and tokens t0 + t * TOK_STEP (steps other than 1 only in the
-// tiled shape, where they keep neighbouring invocations on neighbouring words of workgroup memory).
+// tiled shape, where they keep neighbouring invocations on neighbouring words of workgroup memory). The template
+// writes the multiplications (the value ROW_STEP is " * 16u", or nothing): with steps of 1 multiplied in, even as
+// literals, lavapipe ran the lanes kernel 10% slower.
 //
 // The loops over the tile's rows and tokens are unrolled by hand (R and TT are constants, and `if (R > 4u)` on a
 // constant costs nothing): lavapipe's compiler leaves such loops rolled, and private arrays indexed by a loop
 // counter then live in memory. Unrolled, the decode matvec ran 1.5x faster there.
 //!include matmul_x_{{XLOAD}}.wgsl
-//!include matmul_main_{{SHAPE}}.wgsl
 //!include {{QUANT}}.wgsl
 //!include rows_{{LAYOUT}}.wgsl
 //!include activation.wgsl
@@ -80,11 +81,7 @@ var<private> lane_id: u32;
 
 // Loads the block of x at element k0 for tile token t (clamped to the step's tokens).
 fn load_token(t: u32, k0: u32) {
-    load_token_of(t, min(t0 + t * TOK_STEP, step.n_tokens - 1u), k0);
-}
-
-// Loads the block of x at element k0 of `token` into slot t (xv, xsum; ss with NORM).
-fn load_token_of(t: u32, token: u32, k0: u32) {
+    let token = min(t0 + t{{TOK_STEP}}, step.n_tokens - 1u);
     load_x(t, (token * p.x_stride + k0) >> 2u, lane_id);
     let o = 8u * t;
     if (NORM) {
@@ -109,6 +106,7 @@ fn load_token_of(t: u32, token: u32, k0: u32) {
     let hi_sum = hi.x + hi.y + hi.z + hi.w;
     xsum[t] = vec4<f32>(lo_sum, hi_sum, lo_sum + hi_sum, 0.0);
 }
+
 
 // The block of x at xv[o..o+8) as llama.cpp's Q8_0 holds it: 32 integers in [-127, 127] times an f16 scale of
 // max|x| / 127. Scaling a block does not change its integers, so with NORM it may run before 1/rms is applied.
@@ -190,7 +188,7 @@ fn accumulate(a: u32, s: vec4<f32>) {
 
 // Where tile row r starts (rows past the end read the last row; their results are dropped at the store).
 fn start_row(r: u32) {
-    let row = min(r0 + r * ROW_STEP, p.n - 1u);
+    let row = min(r0 + r{{ROW_STEP}}, p.n - 1u);
     starts[r] = row_start(row);
     if (MODE == 2u) {
         starts[R + r] = row_start(row + p.glu_rows);
@@ -206,8 +204,8 @@ fn row_block(r: u32, i: u32) {
 }
 
 fn store(r: u32, t: u32) {
-    let row = r0 + r * ROW_STEP;
-    let token = t0 + t * TOK_STEP;
+    let row = r0 + r{{ROW_STEP}};
+    let token = t0 + t{{TOK_STEP}};
     if (row >= p.n || token >= step.n_tokens) {
         return;
     }
@@ -300,3 +298,6 @@ fn store_rows() {
         store_row(7u);
     }
 }
+
+// The entry point of this SHAPE (at the end: lavapipe ran the lanes kernel ~10% slower with it first).
+//!include matmul_main_{{SHAPE}}.wgsl

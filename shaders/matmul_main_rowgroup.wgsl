@@ -8,8 +8,6 @@
 // Workgroups are numbered along x and, past 65535 of them (vocabulary-sized outputs), along z too.
 //!include matmul_reduce_{{REDUCE}}.wgsl
 
-const ROW_STEP: u32 = 1u;
-const TOK_STEP: u32 = 1u;
 const WG: u32 = {{WG}}u;  // a power of two
 
 // The values summed across the workgroup: the accumulators, then (NORM) the sums of squares.

@@ -12,8 +12,6 @@ const WGR: u32 = {{WGR}}u;      // invocations along rows
 const WGT: u32 = WG / WGR;      // invocations along tokens
 const BR: u32 = R * WGR;        // rows of the workgroup's tile
 const BT: u32 = TT * WGT;       // tokens of the workgroup's tile
-const ROW_STEP: u32 = WGR;
-const TOK_STEP: u32 = WGT;
 const WT_ROWS: u32 = HALVES * BR;  // decoded rows: the gate rows, then (MODE 2) the up rows
 
 var<workgroup> wt: array<vec4<f32>, 8u * WT_ROWS>;  // [vec4 j of the block][tile row]
@@ -47,7 +45,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, lane: Lane) {
     let it = l / WGR;
     r0 = tile_r0 + ir;
     t0 = tile_t0 + it;
-    let my_token = min(tile_t0 + l, step.n_tokens - 1u);  // the token whose blocks of x this invocation loads
     for (var i = 0u; i < p.k / 32u; i++) {
         for (var d = l; d < WT_ROWS; d += WG) {
             decode_row(d, tile_r0, i);
@@ -56,7 +53,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, lane: Lane) {
             if (NORM) {
                 load_g(i * 8u, lane_id);
             }
-            load_token_of(0u, my_token, i * 32u);
+            t0 = tile_t0 + l;  // the token whose blocks of x this invocation loads (load_token clamps it)
+            load_token(0u, i * 32u);
+            t0 = tile_t0 + it;
             for (var j = 0u; j < 8u; j++) {
                 xt[j * BT + l] = xv[j];
             }

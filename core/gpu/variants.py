@@ -99,8 +99,10 @@ class MatmulTile:
 
     def values(self) -> dict[str, object]:
         """The template values of shaders/matmul.wgsl that select this tile."""
+        tiled = self.shape == "tiled"
         return {"R": self.rows, "TT": self.tokens, "WG": self.wg, "XLOAD": self.xload, "SHAPE": self.shape,
-                "REDUCE": self.reduce, "WGR": self.wg_rows}
+                "REDUCE": self.reduce, "WGR": self.wg_rows, "ROW_STEP": f" * {self.wg_rows}u" if tiled else "",
+                "TOK_STEP": f" * {self.wg // self.wg_rows}u" if tiled else ""}
 
 
 @dataclass(frozen=True)
