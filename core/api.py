@@ -23,7 +23,8 @@ from .gguf import GGUFFile, open_gguf
 from .gpu import open_device
 from .gpu.kernels import Kernels
 from .gpu.profiles import NO_PROFILE, Profile, get_profile
-from .memory import MemoryPlan, check_context, default_plan, plan_memory
+from .gpu.tune import tune_model
+from .memory import MemoryPlan, check_context, default_plan, plan_memory, step_bucket
 from .models import model_class, model_config
 from .models.weights import WeightLoader
 from .reply import Reply
@@ -56,14 +57,17 @@ class Event:
 class LLM:
     def __init__(self, path, *, context: int | None = None, n_slots: int = 1, max_tokens_per_step: int = 64,
                  device=None, fold_norms: bool | None = None, q8_activations: bool = False,
-                 profile: str | Profile | None = None, kv_type: str | None = None):
+                 profile: str | Profile | None = None, kv_type: str | None = None, tune: bool | None = None,
+                 retune: bool = False):
         """`fold_norms` forces RMSNorms into (or out of) the projections; by default it depends on the adapter.
         `q8_activations` rounds activations to 8 bits before matmuls over quantized weights, as llama.cpp does: its
         numbers rather than f32's (which are closer to the unquantized model). `profile` caps the device to a class
         of devices ("phone", "iphone", ... see llmchat.gpu.profiles; default $LLMCHAT_PROFILE): its limits, its
         features and its GPU memory budget, which the memory plan checks before anything is allocated. `kv_type`
         ("f16" or "f32") forces the KV cache's element type; by default f16 where the adapter has shader-f16, f32
-        elsewhere."""
+        elsewhere. `tune` measures kernel variants at this model's shapes on the first load on an adapter and keeps
+        the fastest (gpu/tune.py; default: on for hardware adapters unless LLMCHAT_TUNE=0); `retune` measures again
+        even if cached."""
         t0 = time.perf_counter()
         check_context(context)  # before anything is opened
         chosen = get_profile(profile)
@@ -84,9 +88,13 @@ class LLM:
         self.plan = plan_memory(self.gguf, self.device.info, context=context, n_slots=n_slots,
                                 step_tokens=max_tokens_per_step, fold_norms=fold_norms, kv_type=kv_type)
         self.context = self.plan.context
-        self.model = model_class(self.config.arch)(self.config, WeightLoader(self.gguf, self.device),
-                                                   fold_norms=fold_norms)
-        self.engine = Engine(self.model, self.device, Kernels(self.device), context=self.context,
+        loader = WeightLoader(self.gguf, self.device)
+        self.model = model_class(self.config.arch)(self.config, loader, fold_norms=fold_norms)
+        kernels = Kernels(self.device)
+        # Before any program is recorded: recording picks the kernel variants.
+        self.tuning = tune_model(self.device, kernels, loader.weights, config=self.config,
+                                 prefill_tokens=step_bucket(max_tokens_per_step), option=tune, retune=retune)
+        self.engine = Engine(self.model, self.device, kernels, context=self.context,
                              n_slots=n_slots + 1, max_tokens_per_step=max_tokens_per_step,
                              cache_positions=self.plan.kv_positions, q8_activations=q8_activations,
                              kv_type=self.plan.kv_type)

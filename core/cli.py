@@ -283,7 +283,7 @@ def _load(args: argparse.Namespace):
     from .api import load
 
     llm = load(args.model, context=args.ctx, q8_activations=args.q8_activations, profile=args.profile,
-               kv_type=args.kv_cache)
+               kv_type=args.kv_cache, retune=getattr(args, "retune", False))
     info = llm.device.info
     if info.software and not args.json:
         print(f"llmchat: {info.name} is a software (CPU-emulated) adapter: expect it to be slow", file=sys.stderr)
@@ -403,6 +403,8 @@ def _bench_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--repeat", type=int, default=2, help="runs; the fastest prefill and decode are reported")
     parser.add_argument("--roofline", action="store_true", help="then measure the adapter's memory bandwidth and "
                         "each decode kernel's share of the step and of that bandwidth (llmchat.roofline)")
+    parser.add_argument("--retune", action="store_true",
+                        help="measure the kernel variants for this model and adapter again (see LLMCHAT_TUNE)")
 
 
 @command("bench", "measure load time, prefill and decode speed", _bench_arguments)
@@ -421,7 +423,8 @@ def bench_command(args: argparse.Namespace) -> int:
               "generated": best.usage["completion_tokens"], **timings,
               "dispatches_per_token": llm.engine.dispatches_per_step(
                   context=best.usage["prompt_tokens"] + best.usage["completion_tokens"]),
-              "weight_bytes_per_token": llm.model.weight_bytes, "adapter": llm.device.info.as_dict()}
+              "weight_bytes_per_token": llm.model.weight_bytes, "adapter": llm.device.info.as_dict(),
+              "kernels": llm.tuning.summary()}
     if args.roofline:
         from . import roofline
         result["roofline"] = roofline.report(llm, context=result["prompt_tokens"] + result["generated"],

@@ -12,6 +12,18 @@
 // XLOAD chooses how blocks of x are loaded (matmul_x_plain.wgsl, matmul_x_shared.wgsl), LAYOUT how rows of W are
 // stored (rows_gguf.wgsl: as in the file; rows_split.wgsl: quants and scales apart, for aligned vector loads).
 //
+// SHAPE says how invocations share the work (the main function comes from matmul_main_<SHAPE>.wgsl):
+// - lanes: one invocation per tile, looping over all of k (what CPU emulators want, see variants.py);
+// - rowgroup: a workgroup per tile of R rows x TT tokens, its invocations taking every WG-th 32-element block of
+//   the row, so neighbouring invocations read neighbouring blocks of the same row (coalesced loads on GPUs), then
+//   summing their partial sums (matmul_reduce_<REDUCE>.wgsl: subgroupAdd, or a tree in workgroup memory);
+// - tiled: a workgroup per tile of R*WGR rows x TT*(WG/WGR) tokens; each step it decodes one block of every row of
+//   the tile into workgroup memory once and every invocation reuses it for its TT tokens.
+// Rows of an invocation's tile are r0 + r * ROW_STEP and tokens t0 + t * TOK_STEP (steps other than 1 only in the
+// tiled shape, where they keep neighbouring invocations on neighbouring words of workgroup memory). The template
+// writes the multiplications (the value ROW_STEP is " * 16u", or nothing): with steps of 1 multiplied in, even as
+// literals, lavapipe ran the lanes kernel 10% slower.
+//
 // The loops over the tile's rows and tokens are unrolled by hand (R and TT are constants, and `if (R > 4u)` on a
 // constant costs nothing): lavapipe's compiler leaves such loops rolled, and private arrays indexed by a loop
 // counter then live in memory. Unrolled, the decode matvec ran 1.5x faster there.
@@ -69,7 +81,7 @@ var<private> lane_id: u32;
 
 // Loads the block of x at element k0 for tile token t (clamped to the step's tokens).
 fn load_token(t: u32, k0: u32) {
-    let token = min(t0 + t, step.n_tokens - 1u);
+    let token = min(t0 + t{{TOK_STEP}}, step.n_tokens - 1u);
     load_x(t, (token * p.x_stride + k0) >> 2u, lane_id);
     let o = 8u * t;
     if (NORM) {
@@ -94,6 +106,7 @@ fn load_token(t: u32, k0: u32) {
     let hi_sum = hi.x + hi.y + hi.z + hi.w;
     xsum[t] = vec4<f32>(lo_sum, hi_sum, lo_sum + hi_sum, 0.0);
 }
+
 
 // The block of x at xv[o..o+8) as llama.cpp's Q8_0 holds it: 32 integers in [-127, 127] times an f16 scale of
 // max|x| / 127. Scaling a block does not change its integers, so with NORM it may run before 1/rms is applied.
@@ -175,7 +188,7 @@ fn accumulate(a: u32, s: vec4<f32>) {
 
 // Where tile row r starts (rows past the end read the last row; their results are dropped at the store).
 fn start_row(r: u32) {
-    let row = min(r0 + r, p.n - 1u);
+    let row = min(r0 + r{{ROW_STEP}}, p.n - 1u);
     starts[r] = row_start(row);
     if (MODE == 2u) {
         starts[R + r] = row_start(row + p.glu_rows);
@@ -191,8 +204,9 @@ fn row_block(r: u32, i: u32) {
 }
 
 fn store(r: u32, t: u32) {
-    let row = r0 + r;
-    if (row >= p.n || t0 + t >= step.n_tokens) {
+    let row = r0 + r{{ROW_STEP}};
+    let token = t0 + t{{TOK_STEP}};
+    if (row >= p.n || token >= step.n_tokens) {
         return;
     }
     var r_inv = 1.0;
@@ -203,7 +217,7 @@ fn store(r: u32, t: u32) {
     if (HAS_BIAS) {
         b = bias[p.bias_offset + row];
     }
-    let o = (t0 + t) * p.y_stride + p.y_offset + row;
+    let o = token * p.y_stride + p.y_offset + row;
     let v = acc[r * TT + t] * r_inv;
     if (MODE == 0u) {
         y[o] = v + b;
@@ -229,14 +243,7 @@ fn store_row(r: u32) {
     }
 }
 
-@compute @workgroup_size({{WG}})
-fn main(@builtin(global_invocation_id) gid: vec3<u32>, lane: Lane) {
-    r0 = gid.x * R;
-    t0 = gid.y * TT;
-    lane_id = lane.id;
-    if (t0 >= step.n_tokens) {
-        return;  // the same for the whole workgroup, so no subgroup loses lanes
-    }
+fn start_rows() {
     start_row(0u);
     if (R > 1u) {
         start_row(1u);
@@ -251,26 +258,31 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, lane: Lane) {
         start_row(6u);
         start_row(7u);
     }
-    for (var i = 0u; i < p.k / 32u; i++) {
-        if (NORM) {
-            load_g(i * 8u, lane_id);
-        }
-        load_tokens(i * 32u);
-        row_block(0u, i);
-        if (R > 1u) {
-            row_block(1u, i);
-        }
-        if (R > 2u) {
-            row_block(2u, i);
-            row_block(3u, i);
-        }
-        if (R > 4u) {
-            row_block(4u, i);
-            row_block(5u, i);
-            row_block(6u, i);
-            row_block(7u, i);
-        }
+}
+
+// Block i of x for the tile's tokens, times block i of each row of the tile.
+fn tile_block(i: u32) {
+    if (NORM) {
+        load_g(i * 8u, lane_id);
     }
+    load_tokens(i * 32u);
+    row_block(0u, i);
+    if (R > 1u) {
+        row_block(1u, i);
+    }
+    if (R > 2u) {
+        row_block(2u, i);
+        row_block(3u, i);
+    }
+    if (R > 4u) {
+        row_block(4u, i);
+        row_block(5u, i);
+        row_block(6u, i);
+        row_block(7u, i);
+    }
+}
+
+fn store_rows() {
     store_row(0u);
     if (R > 1u) {
         store_row(1u);
@@ -286,3 +298,6 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, lane: Lane) {
         store_row(7u);
     }
 }
+
+// The entry point of this SHAPE (at the end: lavapipe ran the lanes kernel ~10% slower with it first).
+//!include matmul_main_{{SHAPE}}.wgsl

@@ -66,8 +66,10 @@ class Case:
     """One weight on the device, with the program that multiplies it by `tokens` tokens `n` times."""
 
     def __init__(self, device: NativeDevice, kernels: Kernels, qtype: GGMLType, rows: int, k: int, tokens: int,
-                 layout: str = "auto"):
+                 layout: str = "auto", tile=None):
+        """`tile` forces a kernel variant (variants.MatmulTile) instead of the adapter's choice."""
         self.device, self.kernels, self.qtype, self.rows, self.k, self.tokens = device, kernels, qtype, rows, k, tokens
+        self.tile = tile
         self.rng = np.random.default_rng(0)
         weight = upload_weight(device, "w", qtype, k, [Piece.of(rows, random_weight(self.rng, qtype, rows, k))])
         if layout == "auto" and variants(device).split_weights and qtype in SPLIT_TYPES:  # as the model loader does
@@ -84,7 +86,7 @@ class Case:
         self.device.write(x.buffer, self.rng.standard_normal(self.tokens * self.k).astype(np.float32).tobytes())
         y = rec.act("y", self.tokens, self.rows)
         for _ in range(n):
-            ops.matmul(rec, self.weight, x, y)
+            ops.matmul(rec, self.weight, x, y, tile=self.tile)
         program = rec.finish()
         self.device.run(program)  # warm-up: first use of the pipeline and the bind groups
         self.device.read(y.buffer, 0, 4)
@@ -101,14 +103,20 @@ class Case:
             self.n = int(min(max_dispatches, max(probe, seconds / per)))
         elapsed, cpu = self.timed(self.n)
         macs = self.n * self.rows * self.k * self.tokens
-        tile = variants(self.device).matmul(self.tokens)
+        tile = self.tile or variants(self.device).matmul(self.tokens)
         return {"type": self.qtype.name, "mode": "decode" if self.tokens == 1 else "prefill", "rows": self.rows,
                 "k": self.k, "tokens": self.tokens, "layout": self.weight.layout,
-                "tile": f"{tile.rows} rows x {tile.tokens} tokens, {tile.xload} x loads", "dispatches": self.n,
+                "tile": tile_label(tile), "dispatches": self.n,
                 "seconds": round(elapsed, 4), "us_per_dispatch": round(elapsed / self.n * 1e6, 1),
                 "gmacs": round(macs / elapsed / 1e9, 3),
                 "weight_gb_per_s": round(self.n * self.weight.nbytes / elapsed / 1e9, 3),
                 "cpu_seconds": round(cpu, 4), "gmacs_per_cpu_s": round(macs / cpu / 1e9, 3)}
+
+
+def tile_label(tile) -> str:
+    extra = {"lanes": f"{tile.xload} x loads", "rowgroup": f"{tile.reduce} reduce",
+             "tiled": f"{tile.wg_rows} row lanes"}[tile.shape]
+    return f"{tile.shape} {tile.rows} rows x {tile.tokens} tokens, wg {tile.wg}, {extra}"
 
 
 def best(a: dict | None, b: dict) -> dict:

@@ -34,6 +34,7 @@ class AdapterInfo:
     name: str
     backend: str
     vendor: str = ""
+    driver: str = ""  # driver name and version where the adapter reports them (kernel choices are cached per driver)
     software: bool = False  # a CPU emulation (lavapipe, SwiftShader, WARP): correct but slow
     f16: bool = False  # `shader-f16`
     subgroups: bool = False

@@ -53,6 +53,7 @@ class NativeDevice(Device):
         lim, feats = adapter.limits, set(adapter.features)
         offered = AdapterInfo(
             name=name, backend=f"wgpu-native/{info.get('backend_type', '')}", vendor=info.get("vendor", ""),
+            driver=info.get("description", "") or "",
             software=is_software_adapter(name, fallback=info.get("adapter_type", "").upper() == "CPU"),
             f16="shader-f16" in feats and f16 is not False, subgroups="subgroup" in feats,
             subgroup_min_size=int(info.get("subgroup_min_size", 0) or 0),

@@ -40,9 +40,11 @@ def matmul(rec: Recorder, w: Weight, x: Act, y: Act, *, y_offset: int = 0, mode:
     if mode == GLU and (len(w.parts) > 1 or bias is not None):
         raise ValueError(f"'{w.name}': a gated matmul takes one stacked [gate; up] weight in one binding, no bias")
     glu_rows = w.rows // 2 if mode == GLU else 0
-    t = tile or variants.variants(rec.device).matmul(x.rows)
-    kernel = rec.kernels.get("matmul.wgsl", QUANT=w.shader, LAYOUT=w.layout, R=t.rows, TT=t.tokens, WG=t.wg,
-                             XLOAD=t.xload, MODE=mode, BIAS=_wgsl_bool(bias is not None),
+    t = tile or variants.variants(rec.device).matmul(x.rows, w.type.name)
+    if t.workgroup_bytes(2 if mode == GLU else 1) > variants.WORKGROUP_BYTES:
+        raise ValueError(f"'{w.name}': {t} needs more than {variants.WORKGROUP_BYTES} bytes of workgroup memory")
+    kernel = rec.kernels.get("matmul.wgsl", QUANT=w.shader, LAYOUT=w.layout, **t.values(), MODE=mode,
+                             BIAS=_wgsl_bool(bias is not None),
                              NORM=_wgsl_bool(norm is not None), ACT=ACTIVATIONS[act],
                              XQ8=_wgsl_bool(rec.q8_activations and w.type in QUANTIZED))
     for part in w.parts:
@@ -50,7 +52,7 @@ def matmul(rec: Recorder, w: Weight, x: Act, y: Act, *, y_offset: int = 0, mode:
         params = rec.params(w.name, "8IfI", w.k, n_out, w.row_bytes, x.cols, y.cols, y_offset + part.row_start,
                             glu_rows, bias_offset + part.row_start, eps, part.rows)
         rec.add(kernel, (params, rows_from or rec.step, part.buffer, x.buffer, y.buffer, bias or rec.empty(),
-                         norm or rec.empty(), part.buffer), (cdiv(n_out, t.wg * t.rows), cdiv(x.rows, t.tokens), 1),
+                         norm or rec.empty(), part.buffer), t.grid(n_out, x.rows),
                 _matmul_traffic(w, part.rows, x, n_out, mode, bias is not None, norm is not None))
 
 

@@ -1,20 +1,32 @@
-"""Which variant of each kernel family an adapter runs: decided here, in one place, from the adapter's kind.
+"""Which variant of each kernel family an adapter runs: decided here, in one place, from the adapter's kind, unless
+the tuner (tune.py) measured better ones on this adapter.
 
-What wins differs by orders of magnitude between real GPUs and CPU emulations of them (lavapipe, SwiftShader):
-- GPUs hide memory latency with many invocations, so a matmul invocation computes one output row and
-  neighbouring invocations read neighbouring rows.
-- On CPU emulators invocations are SIMD lanes, and every load from a storage buffer becomes a scalar loop over the
-  lanes (Mesa 22's lavapipe), so loads, not arithmetic, set the speed. A matmul invocation there computes 8 rows
-  (decode) or an 8-row x 8-token tile (prefill) so each load of x serves many multiply-adds; where subgroups have
-  at least 8 lanes, the lanes of a subgroup load a block of x together and broadcast it (matmul_x_shared.wgsl).
-  Measured on lavapipe (2 cores), decode matvec of 576 x 1536 Q4_1: 0.7 G multiply-adds/s with one row per
-  invocation, 2.8 with 8 rows, 3.2 with 8 rows and shared x loads; prefill tile of 4 rows x 8 tokens: 8.5 with
-  shared loads, 3.2 without; 8 rows x 8 tokens another 1.15x.
+Matmul variants (MatmulTile; shaders/matmul.wgsl and its matmul_main_<shape>.wgsl):
+- "rowgroup", GPU decode: a workgroup per few rows, its invocations on neighbouring blocks of the same row
+  (coalesced loads), partial sums added with subgroupAdd where the adapter has subgroups, with a tree in
+  workgroup memory where not. The row-per-invocation tile GPUs had before (neighbouring invocations a whole row
+  apart) stays among the tuner's candidates.
+- "tiled", GPU prefill: a workgroup per tile of rows x tokens; each block of W is decoded once into workgroup
+  memory and used for every token of the tile, each block of x loaded once for every row.
+- "lanes", CPU emulators (lavapipe, SwiftShader): one invocation per 8-row tile over the whole row. There
+  invocations are SIMD lanes and every load from a storage buffer becomes a scalar loop over the lanes (Mesa 22's
+  lavapipe), so loads, not arithmetic, set the speed, and workgroup barriers are very expensive. An invocation
+  computes 8 rows (decode) or an 8-row x 8-token tile (prefill) so each load of x serves many multiply-adds;
+  where subgroups have at least 8 lanes, the lanes of a subgroup load a block of x together and broadcast it
+  (matmul_x_shared.wgsl). Measured on lavapipe (2 cores), decode matvec of 576 x 1536 Q4_1: 0.7 G
+  multiply-adds/s with one row per invocation, 2.8 with 8 rows, 3.2 with 8 rows and shared x loads; prefill
+  tile of 4 rows x 8 tokens: 8.5 with shared loads, 3.2 without; 8 rows x 8 tokens another 1.15x. The GPU
+  shapes run there too (tests, tuner), several times slower: barriers and subgroup reductions cost more than
+  they save on a CPU.
+
+Kernel families the tuner may choose for register in TUNABLE (see TuneCase); the chosen variants land in
+Variants.tuned and are read with Variants.choice(family, key, default).
 """
 from __future__ import annotations
 
 import weakref
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from .device import Device, Dispatch
 from .kernels import Kernels
@@ -28,25 +40,107 @@ ATTENTION_KERNELS = ("invocation", "flash")
 FLASH_PARALLEL = 128  # workgroups flash attention aims for on GPUs before it stops cutting ranges
 
 
+SHAPES = ("lanes", "rowgroup", "tiled")
+WORKGROUP_BYTES = 16384  # workgroup memory every WebGPU adapter offers (maxComputeWorkgroupStorageSize default)
+
+
 @dataclass(frozen=True)
 class MatmulTile:
-    """What one matmul invocation computes: `rows` outputs for `tokens` tokens, in workgroups of `wg`."""
+    """How matmul.wgsl splits the work (see the header of shaders/matmul.wgsl):
+
+    - shape "lanes": one invocation per tile of `rows` outputs x `tokens` tokens over the whole row, `wg` per
+      workgroup, x loaded by each lane ("plain") or once per subgroup ("shared"). What CPU emulators run (8 rows).
+    - shape "rowgroup": the coalesced matvec of GPUs. One workgroup of `wg` invocations per tile; invocation l
+      takes blocks l, l + wg, ... of the tile's rows, so neighbouring invocations read neighbouring blocks, and the
+      partial sums are added with subgroupAdd (`reduce` "subgroup") or a tree in workgroup memory ("workgroup").
+    - shape "tiled": prefill on GPUs. One workgroup per tile of rows * wg_rows rows x tokens * (wg / wg_rows)
+      tokens; each block of W is decoded once into workgroup memory and reused for every token of the tile.
+    """
 
     rows: int
     tokens: int
     wg: int
-    xload: str  # "plain" or "shared": see shaders/matmul_x_*.wgsl
+    xload: str = "plain"  # "plain" or "shared": see shaders/matmul_x_*.wgsl
+    shape: str = "lanes"
+    reduce: str = "none"  # rowgroup: "subgroup" or "workgroup"
+    wg_rows: int = 0  # tiled: invocations along rows (the rest run along tokens)
+
+    def __post_init__(self):
+        if self.shape not in SHAPES or self.rows not in (1, 2, 4, 8) or self.tokens not in (1, 4, 8):
+            raise ValueError(f"no matmul kernel for {self}")
+        if self.shape != "lanes" and (self.xload != "plain" or self.wg & (self.wg - 1) or self.wg < 4):
+            raise ValueError(f"{self.shape} tiles load x plainly and have a power-of-two workgroup >= 4: {self}")
+        if (self.shape == "rowgroup") != (self.reduce in ("subgroup", "workgroup")):
+            raise ValueError(f"rowgroup tiles, and only they, reduce by subgroup or workgroup: {self}")
+        if self.shape == "tiled" and (self.wg_rows < 1 or self.wg % self.wg_rows or self.tile_tokens > self.wg):
+            raise ValueError(f"a tiled matmul needs wg_rows | wg and at most wg tokens per tile: {self}")
+
+    @property
+    def tile_rows(self) -> int:
+        """Outputs one workgroup computes."""
+        return self.rows * (self.wg if self.shape == "lanes" else self.wg_rows if self.shape == "tiled" else 1)
+
+    @property
+    def tile_tokens(self) -> int:
+        """Tokens one workgroup computes."""
+        return self.tokens * (self.wg // self.wg_rows if self.shape == "tiled" else 1)
+
+    def workgroup_bytes(self, halves: int) -> int:
+        """Workgroup memory the kernel declares (`halves` 2 for the gated mode)."""
+        if self.shape == "rowgroup":
+            slots = self.wg if self.reduce == "workgroup" else self.wg // 4
+            return 4 * slots * (halves * self.rows * self.tokens + self.tokens)
+        if self.shape == "tiled":
+            return 128 * (halves * self.tile_rows + self.tile_tokens) + 4 * self.tile_tokens
+        return 0
+
+    def grid(self, outputs: int, tokens: int) -> tuple[int, int, int]:
+        """Workgroups for `outputs` rows and `tokens` tokens; rowgroup grids fold past 65535 into z."""
+        groups = -(-outputs // self.tile_rows)
+        if self.shape == "rowgroup" and groups > 65535:
+            return (65535, -(-tokens // self.tile_tokens), -(-groups // 65535))
+        return (groups, -(-tokens // self.tile_tokens), 1)
+
+    def values(self) -> dict[str, object]:
+        """The template values of shaders/matmul.wgsl that select this tile."""
+        tiled = self.shape == "tiled"
+        return {"R": self.rows, "TT": self.tokens, "WG": self.wg, "XLOAD": self.xload, "SHAPE": self.shape,
+                "REDUCE": self.reduce, "WGR": self.wg_rows, "ROW_STEP": f" * {self.wg_rows}u" if tiled else "",
+                "TOK_STEP": f" * {self.wg // self.wg_rows}u" if tiled else ""}
 
 
 @dataclass(frozen=True)
 class Variants:
     software: bool  # a CPU emulation: loads are expensive, invocations are SIMD lanes
     shared_loads: bool  # subgroups of >= 8 lanes: blocks of x can be loaded once per subgroup
+    subgroup_width: int = 0  # lanes per subgroup (0: no subgroups)
+    # Choices the tuner (tune.py) measured on this adapter, by (family, key) such as ("matvec", "Q4_1"); they
+    # replace the fixed table below for that family and key. Empty when tuning is off.
+    tuned: dict = field(default_factory=dict, compare=False, hash=False)
 
-    def matmul(self, tokens: int) -> MatmulTile:
-        """The tile for a step of `tokens` tokens (the program's bucket)."""
+    def choice(self, family: str, key: str, default):
+        """The tuned choice of `family` for `key`, else `default` (the fixed table's)."""
+        return self.tuned.get((family, key), default)
+
+    def matmul(self, tokens: int, qtype: str | None = None) -> MatmulTile:
+        """The tile for a step of `tokens` tokens (the program's bucket) over weights of type `qtype` (a GGMLType
+        name): the tuned one where the tuner chose, else the fixed table's (`default_matmul`)."""
+        default = self.default_matmul(tokens)
+        if qtype is None:
+            return default
+        return self.choice("matvec" if tokens == 1 else "prefill", qtype, default)
+
+    def default_matmul(self, tokens: int) -> MatmulTile:
+        """The fixed per-adapter table. GPUs: the coalesced row-group matvec for decode (subgroupAdd where
+        subgroups are, a workgroup-memory tree where not) and the workgroup-memory tiles for prefill. CPU
+        emulators: 8 rows per invocation (the measurements in this module's docstring)."""
         if not self.software:
-            return MatmulTile(rows=1, tokens=1 if tokens == 1 else 4 if tokens <= 8 else 8, wg=64, xload="plain")
+            reduce = "subgroup" if self.subgroup_width >= 4 else "workgroup"
+            if tokens == 1:
+                return MatmulTile(rows=2, tokens=1, wg=32, shape="rowgroup", reduce=reduce)
+            if tokens <= 4:
+                return MatmulTile(rows=2, tokens=4, wg=32, shape="rowgroup", reduce=reduce)
+            return MatmulTile(rows=2, tokens=4 if tokens <= 16 else 8, wg=64, shape="tiled", wg_rows=16)
         xload = "shared" if self.shared_loads else "plain"
         if tokens == 1:
             return MatmulTile(rows=8, tokens=1, wg=8, xload=xload)
@@ -113,6 +207,37 @@ class Variants:
         return True
 
 
+@dataclass
+class TuneCase:
+    """One choice the tuner (tune.py) makes: which of `candidates` runs `family` for `key` on this adapter.
+
+    `candidates[0]` is what the fixed table (Variants) picks: it is always timed, and the reference every other
+    candidate's output must match (|a - b| <= 1e-4 * max|b| + 1e-5). `shape` says what is measured (it is part of
+    the cache key: "576x1536 T=1"). `trial(choice, n)` records `n` back-to-back dispatches of `choice` and returns
+    (program, output buffer, output bytes); the tuner runs it, reads the output and times further runs. A choice
+    must have a stable repr: the cache stores it by repr and uses it again only if a candidate has the same one.
+    The tuned choice lands in Variants.tuned[(family, key)], read back with Variants.choice(family, key, default).
+    """
+
+    family: str
+    key: str
+    shape: str
+    candidates: list
+    trial: Callable
+
+
+# Kernel families the tuner measures: name -> function(ctx) returning that family's TuneCases for one model, where
+# ctx (tune.TuneContext) holds the device, kernels, variants, the model's uploaded weights by name, its config and
+# the prefill step size. tune.py registers "matmul" (cases "matvec" and "prefill" per weight type in use); another
+# family (attention ranges, ...) adds its own with `register_tunable` and reads its choice with Variants.choice.
+TUNABLE: dict[str, Callable[[object], list[TuneCase]]] = {}
+
+
+def register_tunable(family: str, cases: Callable[[object], list[TuneCase]]) -> None:
+    """Let the tuner choose among variants of `family` (see TUNABLE)."""
+    TUNABLE[family] = cases
+
+
 _cache: weakref.WeakKeyDictionary[Device, Variants] = weakref.WeakKeyDictionary()
 
 
@@ -121,8 +246,9 @@ def variants(device: Device) -> Variants:
     v = _cache.get(device)
     if v is None:
         info = device.info
-        shared = info.software and info.subgroups and subgroup_size(device) >= 8
-        v = _cache[device] = Variants(software=info.software, shared_loads=shared)
+        width = subgroup_size(device)
+        v = _cache[device] = Variants(software=info.software, shared_loads=info.software and width >= 8,
+                                      subgroup_width=width)
     return v
 
 

@@ -1,0 +1,63 @@
+// matmul.wgsl's entry point for SHAPE lanes: every invocation computes its own tile of R rows x TT tokens over the
+// whole row, so nothing is shared and nothing is reduced. Invocation gid.x holds rows gid.x * R ..; with shared x
+// loads (matmul_x_shared.wgsl) out-of-range invocations keep running on clamped rows, so every lane of a subgroup
+// takes part in the broadcasts.
+
+@compute @workgroup_size({{WG}})
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, lane: Lane) {
+    r0 = gid.x * R;
+    t0 = gid.y * TT;
+    lane_id = lane.id;
+    if (t0 >= step.n_tokens) {
+        return;  // the same for the whole workgroup, so no subgroup loses lanes
+    }
+    start_row(0u);
+    if (R > 1u) {
+        start_row(1u);
+    }
+    if (R > 2u) {
+        start_row(2u);
+        start_row(3u);
+    }
+    if (R > 4u) {
+        start_row(4u);
+        start_row(5u);
+        start_row(6u);
+        start_row(7u);
+    }
+    // The loop body written out rather than a call of tile_block: lavapipe ran the call ~10% slower.
+    for (var i = 0u; i < p.k / 32u; i++) {
+        if (NORM) {
+            load_g(i * 8u, lane_id);
+        }
+        load_tokens(i * 32u);
+        row_block(0u, i);
+        if (R > 1u) {
+            row_block(1u, i);
+        }
+        if (R > 2u) {
+            row_block(2u, i);
+            row_block(3u, i);
+        }
+        if (R > 4u) {
+            row_block(4u, i);
+            row_block(5u, i);
+            row_block(6u, i);
+            row_block(7u, i);
+        }
+    }
+    store_row(0u);
+    if (R > 1u) {
+        store_row(1u);
+    }
+    if (R > 2u) {
+        store_row(2u);
+        store_row(3u);
+    }
+    if (R > 4u) {
+        store_row(4u);
+        store_row(5u);
+        store_row(6u);
+        store_row(7u);
+    }
+}
