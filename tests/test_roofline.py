@@ -6,11 +6,13 @@ import json
 import math
 
 import pytest
+
 from gpu_util import gpu  # noqa: F401 - fixture
 from test_cli import llmchat, ok
 
 from llmchat import roofline
 from llmchat.api import LLM
+from llmchat.gpu.kvlayout import CACHE_TYPES
 
 
 def _finite_positive(x: float) -> bool:
@@ -57,8 +59,9 @@ def test_decode_step_traffic_counts_every_weight_once(smollm2):
     embed_row = model.token_embd.row_bytes
     assert weights == model.weight_bytes - norms + embed_row
     attention = [d for d in program.dispatches if d.kernel.name.startswith("attention[")]
-    # 256 positions of K and V, f32, per layer
-    assert all(d.traffic.reads >= 256 * 2 * c.kv_dim * 4 for d in attention)
+    # 256 positions of K and V per layer, in the cache's element type (f16 where the adapter has shader-f16)
+    value_bytes = CACHE_TYPES[smollm2.engine.kv.dtype]
+    assert all(d.traffic.reads >= 256 * 2 * c.kv_dim * value_bytes for d in attention)
 
 
 @pytest.fixture(scope="module")

@@ -116,7 +116,7 @@ def test_text_stream_without_stops_and_split_characters(tokenizer):
 class _Device:
     """Enough of a Device for KVCache's bookkeeping: buffers are placeholders, writes are dropped."""
 
-    info = SimpleNamespace(max_binding_size=1 << 30)
+    info = SimpleNamespace(max_binding_size=1 << 30, f16=False, name="a bookkeeping stub")
 
     def buffer(self, size, label, uniform=False):
         return SimpleNamespace(size=size, label=label)
