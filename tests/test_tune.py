@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -21,7 +22,7 @@ from test_cli import llmchat, ok
 from llmchat.ggml_types import GGMLType
 from llmchat.gpu import tune
 from llmchat.gpu.tensors import SPLIT_TYPES, split_weight
-from llmchat.gpu.variants import MatmulTile, variants
+from llmchat.gpu.variants import ATTENTION_KERNELS, MatmulTile, variants
 
 pytestmark = pytest.mark.gpu
 
@@ -74,6 +75,26 @@ def test_pick_matches_a_full_sweep(ctx, first):
         picked = report.choices[f"{case.family}/{case.key}"]["variant"]
         fastest = min(best.values())
         assert best[picked] <= 1.15 * fastest, (case.family, picked, best)
+
+
+def test_attention_kernels_are_chosen_by_output_and_speed(gpu: Gpu):
+    """Attention's cases, decode and prefill at a SmolLM2-like head shape: both kernels are candidates (the fixed
+    table's first), flash attention's output matches the invocation kernel's (or the tuner would reject it), and the
+    pick is the one the model's steps then run. On CPU emulators that is the invocation kernel, which is 5-80 times
+    faster there (variants.Variants.attention_kernel)."""
+    v = dataclasses.replace(variants(gpu.device), tuned={})
+    ctx = tune.TuneContext(gpu.device, gpu.kernels, v, {}, SimpleNamespace(n_head=9, n_kv_head=3, head_dim=64),
+                           prefill_tokens=16)
+    cases = tune.attention_cases(ctx)
+    assert [c.key for c in cases] == ["decode", "prefill"]
+    assert all(c.candidates[0] == v.attention_kernel and set(c.candidates) == set(ATTENTION_KERNELS) for c in cases)
+    report = tune.tune(ctx, store=tune.MemoryStore(), compile_budget_s=600)
+    assert report.source == "measured"
+    assert not [t for t in report.timed if "rejected" in t or "skipped" in t], report.timed
+    for key in ("decode", "prefill"):
+        assert repr(v.choice("attention", key, None)) == report.choices[f"attention/{key}"]["variant"]
+        if v.software:
+            assert v.choice("attention", key, None) == "invocation", report.timed
 
 
 def test_cache_is_written_and_reused(ctx, first, monkeypatch):

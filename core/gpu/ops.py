@@ -249,7 +249,8 @@ def attention(rec: Recorder, qkv: Act, tokens: Binding, k_cache: Buffer, v_cache
         raise ValueError(f"attention needs n_kv_head | n_head ({n_kv_head}, {n_head}) and multiples of 4 "
                          f"(head_dim {head_dim}, out columns {out.cols})")
     v = variants.variants(rec.device)
-    kernel = kernel or v.attention_kernel
+    # Steps of one token are decode steps; the tuner (tune.attention_cases) may have chosen apart for the two.
+    kernel = kernel or v.choice("attention", "decode" if qkv.rows == 1 else "prefill", v.attention_kernel)
     if kernel not in variants.ATTENTION_KERNELS:
         raise ValueError(f"attention kernel must be one of {variants.ATTENTION_KERNELS}, not {kernel!r}")
     hd4 = head_dim // 4

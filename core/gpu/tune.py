@@ -3,7 +3,9 @@
 On a model's first load on an adapter (tuning on, see `enabled`), every TuneCase of every registered family
 (variants.TUNABLE: matvec and prefill tiles per weight type in use, and whatever other families register) is
 timed: each candidate runs its recorded dispatches once (compiling it), its output is checked against the fixed
-table's candidate, and then it is timed; the fastest correct one wins. Timed runs keep within BUDGET_S (under
+table's candidate, and then it is timed; the fastest correct one wins. Attention registers its kernels (the
+invocation kernel and flash attention, each with its own range-splitting rule) for decode and prefill steps at the
+model's head shape over ATTENTION_POSITIONS cached positions. Timed runs keep within BUDGET_S (under
 2 s) and first runs, which compile, within COMPILE_BUDGET_S: candidates are tried in the order the family lists
 them (the fixed table's first, always), and those a budget leaves untried are reported as such. Compilation is
 budgeted apart because it is what varies most: tens of milliseconds per pipeline on GPU drivers (which cache
@@ -32,6 +34,7 @@ from ..ggml_types import GGMLType
 from . import ops
 from .device import Buffer, Device, Program
 from .kernels import Kernels
+from .kvlayout import BLOCK_TOKENS, blocks_for, cache_type, layer_bytes
 from .recorder import Recorder
 from .tensors import Weight, WeightPart
 from .variants import WORKGROUP_BYTES, MatmulTile, TuneCase, Variants, register_tunable, variants
@@ -42,6 +45,7 @@ TARGET_RUN_S = 0.004  # each timed run lasts about this long (more dispatches fo
 MAX_MACS = 8 << 20  # multiply-adds a measured matmul is cut down to (by rows, at least MIN_ROWS of them)
 MIN_ROWS = 1024
 MAX_DISPATCHES = 32
+ATTENTION_POSITIONS = 512  # cached positions the attention cases attend over: a conversation a few turns long
 RTOL, ATOL = 1e-4, 1e-5  # a candidate is correct when |out - reference| <= RTOL * max|reference| + ATOL
 ENV = "LLMCHAT_TUNE"
 
@@ -385,6 +389,62 @@ def _pseudo_random_f32(n: int) -> bytearray:
 register_tunable("matmul", matmul_cases)
 
 
+def attention_cases(ctx: TuneContext) -> list[TuneCase]:
+    """The attention kernel for decode steps and for prefill steps, at the model's head shape."""
+    c = ctx.config
+    if c is None or not getattr(c, "n_head", 0):
+        return []
+    candidates = ctx.variants.attention_candidates()
+    return [TuneCase("attention", key, f"{c.n_head}/{c.n_kv_head}x{c.head_dim} T={tokens} P={ATTENTION_POSITIONS}",
+                     candidates, _attention_trial(ctx, c.n_head, c.n_kv_head, c.head_dim, tokens))
+            for key, tokens in (("decode", 1), ("prefill", min(ctx.prefill_tokens, ATTENTION_POSITIONS)))
+            if key == "decode" or tokens > 1]
+
+
+def _attention_trial(ctx: TuneContext, n_head: int, n_kv_head: int, head_dim: int, tokens: int):
+    """One sequence whose cache holds ATTENTION_POSITIONS positions of pseudo-random K and V (in the adapter's
+    cache type), and a step of `tokens` tokens at its last positions."""
+    device = ctx.device
+    kv_type = cache_type(device.info)
+    n_blocks = blocks_for(ATTENTION_POSITIONS)
+    width = n_kv_head * head_dim
+    values = _pseudo_random_f32(n_blocks * BLOCK_TOKENS * width)
+    if kv_type == "f16":
+        floats = struct.unpack(f"<{len(values) // 4}f", values)
+        values = struct.pack(f"<{len(floats)}e", *floats)
+    cache = []
+    for name in ("k", "v"):
+        cache.append(device.buffer(layer_bytes(width, n_blocks, kv_type), f"tune.{name}"))
+        device.write(cache[-1], values)
+    table = device.buffer(n_blocks * 4, "tune.block_table")
+    device.write(table, struct.pack(f"<{n_blocks}I", *range(n_blocks)))
+    records = device.buffer(tokens * 16, "tune.tokens")
+    first = ATTENTION_POSITIONS - tokens
+    device.write(records, b"".join(struct.pack("<4I", 0, first + t, 0, 0) for t in range(tokens)))
+    step = device.buffer(16, "tune.step", uniform=True)
+    device.write(step, struct.pack("<4I", tokens, 0, 0, 0))
+    qkv_cols = (n_head + 2 * n_kv_head) * head_dim
+    qkv_bytes = bytes(_pseudo_random_f32(tokens * qkv_cols))
+    acts = {}
+
+    def trial(kernel: str, n: int):
+        rec = Recorder(device, ctx.kernels, step)
+        if "qkv" not in acts:  # one input and output for every candidate: the same inputs, outputs compared
+            acts["qkv"], acts["out"] = rec.act("tune.qkv", tokens, qkv_cols), rec.act("tune.attn", tokens,
+                                                                                        n_head * head_dim)
+            device.write(acts["qkv"].buffer, qkv_bytes)
+        for _ in range(n):
+            ops.attention(rec, acts["qkv"], records, cache[0], cache[1], table, acts["out"], n_head=n_head,
+                          n_kv_head=n_kv_head, head_dim=head_dim, scale=head_dim ** -0.5, max_blocks=n_blocks,
+                          max_context=ATTENTION_POSITIONS, kv_type=kv_type, kernel=kernel)
+        return rec.finish(), acts["out"].buffer, tokens * n_head * head_dim * 4
+
+    return trial
+
+
+register_tunable("attention", attention_cases)
+
+
 def tune_model(device: Device, kernels: Kernels, weights: dict[str, Weight], *, config=None,
                prefill_tokens: int = 64, option: bool | None = None, retune: bool = False, store=None) -> TuneReport:
     """Tune for a loaded model when `enabled(option)` or `retune`; otherwise the fixed table decides."""
@@ -397,6 +457,9 @@ def tune_model(device: Device, kernels: Kernels, weights: dict[str, Weight], *, 
             for family, tokens in (("matvec", 1), ("prefill", prefill_tokens)):
                 report.choices[f"{family}/{qtype.name}"] = {"variant": repr(v.matmul(tokens, qtype.name)),
                                                              "by": "default"}
+        if config is not None and getattr(config, "n_head", 0):
+            for key in ("decode", "prefill"):
+                report.choices[f"attention/{key}"] = {"variant": repr(v.attention_kernel), "by": "default"}
         return report
     ctx = TuneContext(device, kernels, v, dict(weights), config, prefill_tokens)
     return tune(ctx, store=store if store is not None else FileStore() if native else MemoryStore(), retune=retune)

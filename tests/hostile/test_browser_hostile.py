@@ -20,8 +20,9 @@ from pathlib import Path
 import pytest
 
 from browser_server import WebServer
+from browser_util import open_profile
 from gguf_factory import GGMLType, TensorSpec, write_gguf
-from test_browser import WEB, _launch, browser_env, events  # noqa: F401  (browser_env is a fixture)
+from test_browser import RECORDER, WEB, events
 
 SIZE_HINT = 3 << 20  # bigger than the store's first request (1 MiB), so faults can hit the download proper
 
@@ -128,8 +129,9 @@ def server(model_file):
 
 
 @pytest.fixture(scope="module")
-def page(browser_env, tmp_path_factory, server):  # noqa: F811
-    context = _launch(browser_env, tmp_path_factory.mktemp("profile"))
+def page(browser_type, browser_type_launch_args, browser_context_args, tmp_path_factory, server):  # noqa: F811
+    context = open_profile(browser_type, browser_type_launch_args, browser_context_args,
+                           tmp_path_factory.mktemp("profile"), init_scripts=(RECORDER,))
     page = context.new_page()
     yield page
     context.close()
@@ -203,7 +205,9 @@ def test_full_storage_stops_with_a_message_and_keeps_what_was_written(page, serv
     result = run_store(page, server, {"failWriteAfter": 1_500_000,
                                       "options": {"stallMs": 5000, "retries": 3, "backoffMs": 10}})
     assert not result["ok"] and result["code"] == "quota", result
-    assert "storage for this site is full" in result["message"] and "free some space" in result["message"]
+    message = result["message"]
+    assert "not enough storage for the model" in message and "3.0 MiB" in message, message  # the sizes named
+    assert "Delete stored models" in message and "what was downloaded is kept" in message, message
     assert result["requests"] <= 3  # a full disk is not retried as if it were the network
     key = next(k for k in result["files"] if k.endswith(".gguf"))
     meta = result["files"][key.replace(".gguf", ".json")]
