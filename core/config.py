@@ -50,7 +50,8 @@ class Metadata:
         value = self._raw(key, default)
         values = value if isinstance(value, list) else [value] * n_layer
         if len(values) != n_layer:
-            raise GGUFError(f"{self.where}: {self.arch}.{key} has {len(values)} values for {n_layer} layers")
+            raise ModelMetadataError(f"{self.where}: metadata {self.arch}.{key} has {len(values)} values, but "
+                                     f"{self.arch}.block_count = {n_layer} layers")
         return tuple(self._cast(key, v, kind) for v in values)
 
     def has(self, key: str) -> bool:

@@ -43,6 +43,14 @@ def gemma3_path() -> Path:
 # at Debian's Chromium by the launch arguments below (see browser_util.py).
 
 
+def pytest_collection_modifyitems(items):
+    """The browser tests run last. pytest-playwright starts one Playwright for the rest of the session at the first
+    of them, and its sync API keeps an asyncio event loop marked as running in the main thread from then on; the
+    tests that run a loop of their own there (asyncio.run, Toga's app loop) would fail after it."""
+    uses_browser = [("browser_type" in getattr(item, "fixturenames", ())) for item in items]
+    items[:] = [i for i, b in zip(items, uses_browser) if not b] + [i for i, b in zip(items, uses_browser) if b]
+
+
 @pytest.fixture(scope="session")
 def browser_type_launch_args(browser_type_launch_args):
     """`make test` sets LLMCHAT_REQUIRE_WEB=1: there a missing browser or web build fails instead of skipping."""

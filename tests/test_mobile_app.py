@@ -167,7 +167,8 @@ def test_the_app_as_a_user_drives_it(make_app, smollm2_path):
     press(app.send_button)
     pump(app, lambda: app.reply is not None and len(app.reply[2]) >= 9, what="nine tokens")
     killed, partial = app.conversation.id, reply_rows(app)[-1]
-    assert partial.state == "writing" and len(partial.tokens) == 8  # saved every 8 tokens
+    # Saved every 8 tokens: what the UI has seen, rounded down (several tokens can arrive in one turn of the loop).
+    assert partial.state == "writing" and len(partial.tokens) == len(app.reply[2]) // 8 * 8 >= 8
     app.stop_reply.set()  # the old engine stops computing; its UI loop never runs again, so nothing is finalized
 
     # Restart: every conversation is there, the killed reply is marked as cut, with what was saved.

@@ -71,7 +71,15 @@ SPECIFIC = [
     ("llama", {"llama3_rope": {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
                                "original_context": 64}}, "rope.dimension_count", 32, "= 32"),  # vs rope_freqs
 ]
-CASES = [(arch, {}, key, value, expect) for arch in ARCHES for key, value, expect in COMMON] + SPECIFIC
+# LFM2 keeps its key/value head counts per layer (0 for a convolution layer): an array, patched as one.
+PER_LAYER_KV = {"lfm2"}
+SPECIFIC += [
+    ("lfm2", {}, "attention.head_count_kv", ([0, 1, 0], VT.ARRAY), "3 values"),
+    ("lfm2", {}, "attention.head_count_kv", ([0, 0], VT.ARRAY), "no attention layer"),
+    ("lfm2", {}, "attention.head_count_kv", ([0, 3], VT.ARRAY), "3"),
+]
+CASES = [(arch, {}, key, value, expect) for arch in ARCHES for key, value, expect in COMMON
+         if not (arch in PER_LAYER_KV and key == "attention.head_count_kv")] + SPECIFIC
 
 
 def _id(case) -> str:
@@ -144,7 +152,8 @@ def test_cli_subprocess_refuses_with_one_line(tmp_path: Path, optimize: list[str
                         f"gives 256 rows for blk.0.ffn_gate.weight, but the tensor has 192 (shape [128, 192])")
 
 
-@pytest.mark.parametrize("arch, options", [(a, {}) for a in ARCHES] + [(a, {"tied": False}) for a in ARCHES] + [
+@pytest.mark.parametrize("arch, options", [(a, {}) for a in ARCHES] + [(a, {"tied": False}) for a in ARCHES
+                                                                         if a != "lfm2"] + [  # LFM2 is always tied
     ("phi3", {"rope_dim": 32, "original_context": 128}), ("qwen2", {}), ("gemma3", {"sliding_window": 32}),
     ("llama", {"attention_bias": False, "llama3_rope": {"factor": 8.0, "low_freq_factor": 1.0,
                                                         "high_freq_factor": 4.0, "original_context": 64}})])
