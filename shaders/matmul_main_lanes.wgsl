@@ -11,20 +11,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, lane: Lane) {
     if (t0 >= step.n_tokens) {
         return;  // the same for the whole workgroup, so no subgroup loses lanes
     }
-    start_row(0u);
-    if (R > 1u) {
-        start_row(1u);
-    }
-    if (R > 2u) {
-        start_row(2u);
-        start_row(3u);
-    }
-    if (R > 4u) {
-        start_row(4u);
-        start_row(5u);
-        start_row(6u);
-        start_row(7u);
-    }
+    start_rows();
     // The loop body written out rather than a call of tile_block: lavapipe ran the call ~10% slower.
     for (var i = 0u; i < p.k / 32u; i++) {
         if (NORM) {
@@ -46,18 +33,5 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, lane: Lane) {
             row_block(7u, i);
         }
     }
-    store_row(0u);
-    if (R > 1u) {
-        store_row(1u);
-    }
-    if (R > 2u) {
-        store_row(2u);
-        store_row(3u);
-    }
-    if (R > 4u) {
-        store_row(4u);
-        store_row(5u);
-        store_row(6u);
-        store_row(7u);
-    }
+    store_rows();
 }
