@@ -137,8 +137,7 @@ class KVCache:
                                "the start)")
 
     def advance(self, slot: int, start: int, end: int) -> None:
-        """A step computed positions [start, end) of `slot` (checked first with `check_start`)."""
-        self.check_start(slot, start)
+        """A step computed positions [start, end) of `slot` (the caller checked `start` with `check_start`)."""
         if self.stateful:
             self._state_at[slot] = end
 

@@ -35,11 +35,21 @@ class Faults:
 @dataclass
 class Log:
     requests: list[tuple[str, str | None]] = field(default_factory=list)  # (path, Range header)
+    model_bytes: int = 0  # body bytes sent of files under /models/ (a cut response counts what it sent)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def add(self, path: str, range_header: str | None) -> None:
         with self.lock:
             self.requests.append((path, range_header))
+
+    def sent(self, n: int) -> None:
+        with self.lock:
+            self.model_bytes += n
+
+    def model_ranges(self) -> list[tuple[int, int]]:
+        """(first, last) byte of each request for a model file that named both (llmchat's HTTP reader always does)."""
+        return [(int(a), int(b)) for _, r in self.model_requests() if r
+                for a, b in [r.removeprefix("bytes=").split("-")] if b]
 
     def model_requests(self) -> list[tuple[str, str | None]]:
         with self.lock:
@@ -162,6 +172,8 @@ class WebServer:
                         if drop is not None and pos <= drop < pos + n:
                             server.faults.drop_model_at = None
                             self.wfile.write(f.read(drop - pos))
+                            if model:
+                                server.log.sent(drop - pos)
                             self.wfile.flush()
                             if stall is not None:
                                 time.sleep(server.faults.stall_seconds)
@@ -169,6 +181,8 @@ class WebServer:
                             self.connection.shutdown(socket.SHUT_RDWR)
                             return
                         self.wfile.write(f.read(n))
+                        if model:
+                            server.log.sent(n)
                         pos += n
 
         return Handler

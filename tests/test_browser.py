@@ -367,37 +367,31 @@ def test_interrupted_download_resumes_and_is_verified(launch_profile, server, sm
     from llmchat.catalogue import CATALOGUE
     entry = CATALOGUE["smollm2"]
     context = _launch(launch_profile, tmp_path / "profile")
-    try:
-        page = context.new_page()
-        server.faults.drop_model_at = 40 << 20  # the server closes the connection 40 MiB into the file
-        server.log.clear()
-        page.goto(f"{server.url}/index.html?model={MODEL}&integrity=sha256:{entry.sha256}")
-        page.wait_for_function("window.__events.some(e => e[0] === 'llm-progress' && e[1].loaded > 0)")
-        page.screenshot(path=shots / "downloading.png")
-        ready = wait_event(page, "llm-ready")
-        assert server.faults.drop_model_at is None  # the fault fired
-        assert ready["resumes"] >= 1
-        starts = [int(r.split("=")[1].split("-")[0]) for _, r in server.log.model_requests() if r]
-        # Resumed inside the 16 MiB piece that broke (from its last byte written to OPFS, which depends on how the
-        # stream was chunked when the connection dropped), not from 0 and not from the piece's start at 32 MiB.
-        assert any(32 << 20 < s <= 40 << 20 for s in starts), starts
-        # The bytes on disk are the file's: the store checked the sha256 the page gave before calling it ready.
-        assert ready["sha256"] == entry.sha256
-    finally:
-        context.close()
+    page = context.new_page()
+    server.faults.drop_model_at = 40 << 20  # the server closes the connection 40 MiB into the file
+    server.log.clear()
+    page.goto(f"{server.url}/index.html?model={MODEL}&integrity=sha256:{entry.sha256}")
+    page.wait_for_function("window.__events.some(e => e[0] === 'llm-progress' && e[1].loaded > 0)")
+    page.screenshot(path=shots / "downloading.png")
+    ready = wait_event(page, "llm-ready")
+    assert server.faults.drop_model_at is None  # the fault fired
+    assert ready["resumes"] >= 1
+    starts = [int(r.split("=")[1].split("-")[0]) for _, r in server.log.model_requests() if r]
+    # Resumed inside the 16 MiB piece that broke (from its last byte written to OPFS, which depends on how the
+    # stream was chunked when the connection dropped), not from 0 and not from the piece's start at 32 MiB.
+    assert any(32 << 20 < s <= 40 << 20 for s in starts), starts
+    # The bytes on disk are the file's: the store checked the sha256 the page gave before calling it ready.
+    assert ready["sha256"] == entry.sha256
 
 
 def test_a_wrong_integrity_discards_the_download(launch_profile, server, tmp_path):
     context = _launch(launch_profile, tmp_path / "profile")
-    try:
-        page = context.new_page()
-        page.goto(f"{server.url}/index.html?model={MODEL}&integrity=sha256:{'0' * 64}")
-        page.wait_for_function("window.__events.some(e => e[0] === 'llm-error')")
-        error = events(page, "llm-error")[-1]
-        assert error["code"] == "integrity" and "discarded" in error["message"]
-        assert not events(page, "llm-ready")
-    finally:
-        context.close()
+    page = context.new_page()
+    page.goto(f"{server.url}/index.html?model={MODEL}&integrity=sha256:{'0' * 64}")
+    page.wait_for_function("window.__events.some(e => e[0] === 'llm-error')")
+    error = events(page, "llm-error")[-1]
+    assert error["code"] == "integrity" and "discarded" in error["message"]
+    assert not events(page, "llm-ready")
 
 
 def test_a_file_that_is_not_a_model_is_refused_after_its_first_bytes(recorded, server):
@@ -533,27 +527,24 @@ def test_a_model_over_the_profile_budget_is_refused_before_downloading(launch_pr
     with open_gguf(smollm2_path) as gguf:
         first_weight = min(t.offset for t in gguf.tensors.values())
     context = _launch(launch_profile, tmp_path / "profile")
-    try:
-        page = context.new_page()
-        server.log.clear()
-        page.goto(f"{server.url}/index.html?model={MODEL}&profile=phone,gpu_budget=110MiB")
-        page.wait_for_function("window.__events.some(e => e[0] === 'llm-error')")
-        error = events(page, "llm-error")[0]
-        assert error["code"] == "too-large", error
-        message = error["message"]
-        assert "the 'phone' device profile" in message and "110.0 MiB GPU memory budget" in message, message
-        assert "weights" in message and "KV cache" in message and "the largest context that fits is" in message
-        assert not events(page, "llm-ready")
-        assert message in page.locator("llm-chat .status").inner_text()
-        page.screenshot(path=shots / "profile-too-large.png")
-        # Only the header was fetched: every request started before the first weight, a few MiB in all.
-        ranges = [r for _, r in server.log.model_requests()]
-        assert ranges and all(r for r in ranges), ranges
-        spans = [tuple(int(x) for x in r.split("=")[1].split("-")) for r in ranges]
-        assert all(start < first_weight for start, _ in spans), spans
-        assert sum(end - start + 1 for start, end in spans) <= 4 << 20, spans
-    finally:
-        context.close()
+    page = context.new_page()
+    server.log.clear()
+    page.goto(f"{server.url}/index.html?model={MODEL}&profile=phone,gpu_budget=110MiB")
+    page.wait_for_function("window.__events.some(e => e[0] === 'llm-error')")
+    error = events(page, "llm-error")[0]
+    assert error["code"] == "too-large", error
+    message = error["message"]
+    assert "the 'phone' device profile" in message and "110.0 MiB GPU memory budget" in message, message
+    assert "weights" in message and "KV cache" in message and "the largest context that fits is" in message
+    assert not events(page, "llm-ready")
+    assert message in page.locator("llm-chat .status").inner_text()
+    page.screenshot(path=shots / "profile-too-large.png")
+    # Only the header was fetched: every request started before the first weight, a few MiB in all.
+    ranges = [r for _, r in server.log.model_requests()]
+    assert ranges and all(r for r in ranges), ranges
+    spans = [tuple(int(x) for x in r.split("=")[1].split("-")) for r in ranges]
+    assert all(start < first_weight for start, _ in spans), spans
+    assert sum(end - start + 1 for start, end in spans) <= 4 << 20, spans
 
 
 def test_the_phone_profile_caps_the_browser_adapter(shared, server):

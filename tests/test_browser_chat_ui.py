@@ -61,149 +61,137 @@ def shadow(page, script: str):
 def test_markdown_replies_are_dom_nodes_and_inert(launch_profile, remote, tmp_path, shots):
     context = _launch(launch_profile, tmp_path / "profile")
     requests: list[str] = []
-    try:
-        page = context.new_page()
-        page.on("request", lambda r: requests.append(r.url))
-        page.goto(f"{remote.url}/remote.html")
-        wait_event(page, "llm-ready")
-        _, done = ask(page, "Show me everything", max_tokens=400)
-        assert done["text"] == remote.remote_reply
-        page.screenshot(path=shots / "markdown.png")
-        reply = page.locator("llm-chat .message.assistant .md")
-        assert reply.locator("h4").inner_text() == "Plan"  # "##" inside a bubble, two levels down
-        assert reply.locator("strong").inner_text() == "bold" and reply.locator("em").inner_text() == "emphasis"
-        assert reply.locator("p > code").inner_text() == "inline <b>code</b>"
-        assert reply.locator("ul > li").all_inner_texts() == ["first", "second"]
-        assert reply.locator("ol > li").all_inner_texts() == ["one", "two"]
-        assert reply.locator(".code-block pre code").inner_text() == "const x = '<img src=x onerror=alert(1)>';"
-        assert reply.locator("th").all_inner_texts() == ["name", "value"]
-        assert reply.locator("td").all_inner_texts() == ["a", "1"]
-        assert reply.locator("td").last.evaluate("td => td.style.textAlign") == "right"
-        links = reply.locator("a").evaluate_all("as => as.map(a => [a.getAttribute('href'), a.rel, a.textContent])")
-        tracker = f"{remote.url}/tracker.png"
-        assert links == [["https://example.org/doc", "noopener noreferrer", "safe"],
-                         [tracker, "noopener noreferrer", "pixel"]]  # an image is a link, never loaded
-        text = reply.inner_text()
-        for shown in ("[evil](javascript:window.pwned=1)", "[data](data:text/html,hi)",
-                      "![inline](javascript:window.pwned=2)", '<img src="/tracker2.png" onerror="window.pwned=3">',
-                      "<script>window.pwned=4</script>", '<a href="/x">raw</a>'):
-            assert shown in text  # as text, exactly as the model wrote it
-        log = page.locator("llm-chat .log")
-        assert log.locator("img, script, iframe, object, embed, style, [onerror]").count() == 0
-        assert page.evaluate("window.pwned") is None
-        assert not [u for u in requests if "tracker" in u or "example.org" in u]
-        assert not [p for p, _ in remote.log.requests if "tracker" in p]
-        # Nothing under the bubble came from markup: every element is one the renderer makes.
-        tags = set(reply.evaluate("el => [...el.querySelectorAll('*')].map(n => n.localName)"))
-        assert tags <= {"h4", "p", "strong", "em", "code", "ul", "ol", "li", "div", "span", "button", "pre", "table",
-                        "thead", "tbody", "tr", "th", "td", "a", "br"}, tags
-    finally:
-        context.close()
+    page = context.new_page()
+    page.on("request", lambda r: requests.append(r.url))
+    page.goto(f"{remote.url}/remote.html")
+    wait_event(page, "llm-ready")
+    _, done = ask(page, "Show me everything", max_tokens=400)
+    assert done["text"] == remote.remote_reply
+    page.screenshot(path=shots / "markdown.png")
+    reply = page.locator("llm-chat .message.assistant .md")
+    assert reply.locator("h4").inner_text() == "Plan"  # "##" inside a bubble, two levels down
+    assert reply.locator("strong").inner_text() == "bold" and reply.locator("em").inner_text() == "emphasis"
+    assert reply.locator("p > code").inner_text() == "inline <b>code</b>"
+    assert reply.locator("ul > li").all_inner_texts() == ["first", "second"]
+    assert reply.locator("ol > li").all_inner_texts() == ["one", "two"]
+    assert reply.locator(".code-block pre code").inner_text() == "const x = '<img src=x onerror=alert(1)>';"
+    assert reply.locator("th").all_inner_texts() == ["name", "value"]
+    assert reply.locator("td").all_inner_texts() == ["a", "1"]
+    assert reply.locator("td").last.evaluate("td => td.style.textAlign") == "right"
+    links = reply.locator("a").evaluate_all("as => as.map(a => [a.getAttribute('href'), a.rel, a.textContent])")
+    tracker = f"{remote.url}/tracker.png"
+    assert links == [["https://example.org/doc", "noopener noreferrer", "safe"],
+                     [tracker, "noopener noreferrer", "pixel"]]  # an image is a link, never loaded
+    text = reply.inner_text()
+    for shown in ("[evil](javascript:window.pwned=1)", "[data](data:text/html,hi)",
+                  "![inline](javascript:window.pwned=2)", '<img src="/tracker2.png" onerror="window.pwned=3">',
+                  "<script>window.pwned=4</script>", '<a href="/x">raw</a>'):
+        assert shown in text  # as text, exactly as the model wrote it
+    log = page.locator("llm-chat .log")
+    assert log.locator("img, script, iframe, object, embed, style, [onerror]").count() == 0
+    assert page.evaluate("window.pwned") is None
+    assert not [u for u in requests if "tracker" in u or "example.org" in u]
+    assert not [p for p, _ in remote.log.requests if "tracker" in p]
+    # Nothing under the bubble came from markup: every element is one the renderer makes.
+    tags = set(reply.evaluate("el => [...el.querySelectorAll('*')].map(n => n.localName)"))
+    assert tags <= {"h4", "p", "strong", "em", "code", "ul", "ol", "li", "div", "span", "button", "pre", "table",
+                    "thead", "tbody", "tr", "th", "td", "a", "br"}, tags
 
 
 def test_copy_buttons_use_the_clipboard_or_a_fallback(launch_profile, remote, tmp_path):
     context = _launch(launch_profile, tmp_path / "profile")
-    try:
-        context.grant_permissions(["clipboard-read", "clipboard-write"], origin=remote.url)
-        page = context.new_page()
-        page.goto(f"{remote.url}/remote.html")
-        wait_event(page, "llm-ready")
-        ask(page, "Code please", max_tokens=400)
-        page.locator("llm-chat .code-block .copy-code").click()
-        page.wait_for_function("() => navigator.clipboard.readText().then(t => t.startsWith('const x'))")
-        assert page.evaluate("navigator.clipboard.readText()") == "const x = '<img src=x onerror=alert(1)>';"
-        page.locator("llm-chat .message.assistant .actions .copy").click()
-        page.wait_for_function("() => navigator.clipboard.readText().then(t => t.startsWith('## Plan'))")
-        assert page.evaluate("navigator.clipboard.readText()") == remote.remote_reply  # the Markdown source
-        assert page.locator("llm-chat .message.assistant .actions .copy").inner_text() == "Copied"
+    context.grant_permissions(["clipboard-read", "clipboard-write"], origin=remote.url)
+    page = context.new_page()
+    page.goto(f"{remote.url}/remote.html")
+    wait_event(page, "llm-ready")
+    ask(page, "Code please", max_tokens=400)
+    page.locator("llm-chat .code-block .copy-code").click()
+    page.wait_for_function("() => navigator.clipboard.readText().then(t => t.startsWith('const x'))")
+    assert page.evaluate("navigator.clipboard.readText()") == "const x = '<img src=x onerror=alert(1)>';"
+    page.locator("llm-chat .message.assistant .actions .copy").click()
+    page.wait_for_function("() => navigator.clipboard.readText().then(t => t.startsWith('## Plan'))")
+    assert page.evaluate("navigator.clipboard.readText()") == remote.remote_reply  # the Markdown source
+    assert page.locator("llm-chat .message.assistant .actions .copy").inner_text() == "Copied"
 
-        # Without the Clipboard API (an insecure context, an old browser): a selected, hidden text box and "copy".
-        page.evaluate("""() => {
-          Object.defineProperty(Navigator.prototype, "clipboard", { get: () => undefined });
-          window.__copied = [];
-          document.addEventListener("copy", (event) => window.__copied.push(event.composedPath()[0].value));
-        }""")
-        page.locator("llm-chat .code-block .copy-code").click()
-        page.wait_for_function("window.__copied.length > 0")
-        assert page.evaluate("window.__copied") == ["const x = '<img src=x onerror=alert(1)>';"]
-        assert shadow(page, "return root.querySelectorAll('textarea').length") == 1  # the fallback's box is gone
-    finally:
-        context.close()
+    # Without the Clipboard API (an insecure context, an old browser): a selected, hidden text box and "copy".
+    page.evaluate("""() => {
+      Object.defineProperty(Navigator.prototype, "clipboard", { get: () => undefined });
+      window.__copied = [];
+      document.addEventListener("copy", (event) => window.__copied.push(event.composedPath()[0].value));
+    }""")
+    page.locator("llm-chat .code-block .copy-code").click()
+    page.wait_for_function("window.__copied.length > 0")
+    assert page.evaluate("window.__copied") == ["const x = '<img src=x onerror=alert(1)>';"]
+    assert shadow(page, "return root.querySelectorAll('textarea').length") == 1  # the fallback's box is gone
 
 
 def test_streaming_rerenders_only_the_last_block_and_render_text_stays_plain(launch_profile, remote, tmp_path):
     context = _launch(launch_profile, tmp_path / "profile")
-    try:
-        page = context.new_page()
-        page.goto(f"{remote.url}/plain.html")
-        wait_event(page, "llm-ready")
-        ask(page, "Plain", max_tokens=400)
-        body = page.locator("llm-chat .message.assistant .body")
-        assert body.evaluate("b => b.children.length") == 0  # one text node: today's plain text
-        assert body.inner_text() == remote.remote_reply
+    page = context.new_page()
+    page.goto(f"{remote.url}/plain.html")
+    wait_event(page, "llm-ready")
+    ask(page, "Plain", max_tokens=400)
+    body = page.locator("llm-chat .message.assistant .body")
+    assert body.evaluate("b => b.children.length") == 0  # one text node: today's plain text
+    assert body.inner_text() == remote.remote_reply
 
-        # The renderer the element uses, fed a reply piece by piece as a stream would: earlier blocks keep their
-        # nodes (no flicker, selections survive), and only the nodes of the block being written are replaced.
-        result = page.evaluate("""async (reply) => {
-          const { MarkdownView } = await import("/markdown.js");
-          const box = document.createElement("div");
-          document.body.append(box);
-          const view = new MarkdownView(box);
-          const removed = [];
-          new MutationObserver((records) => records.forEach((r) => removed.push(...r.removedNodes)))
-            .observe(box, { childList: true });
-          let firstNodes = null;
-          const steps = [];
-          for (let n = 1; n <= reply.length; n += 7) {
-            view.update(reply.slice(0, n));
-            await new Promise((r) => setTimeout(r, 0));
-            steps.push(box.children.length);
-            if (!firstNodes && box.children.length >= 3) firstNodes = [...box.children].slice(0, 2);
-          }
-          view.update(reply);
-          await new Promise((r) => setTimeout(r, 0));
-          return {
-            kept: firstNodes.every((node) => node.isConnected && box.contains(node)),
-            removedEarly: removed.filter((node) => firstNodes.includes(node)).length,
-            blocks: box.children.length,
-            html: box.innerHTML.includes("<script") || box.querySelector("img") !== null,
-          };
-        }""", "# Title\n\nFirst paragraph with **bold**.\n\n- one\n- two\n\n```py\nprint(1)\n```\n\nlast words")
-        assert result["kept"] and result["removedEarly"] == 0, result
-        assert result["blocks"] == 5 and not result["html"]
-    finally:
-        context.close()
+    # The renderer the element uses, fed a reply piece by piece as a stream would: earlier blocks keep their
+    # nodes (no flicker, selections survive), and only the nodes of the block being written are replaced.
+    result = page.evaluate("""async (reply) => {
+      const { MarkdownView } = await import("/markdown.js");
+      const box = document.createElement("div");
+      document.body.append(box);
+      const view = new MarkdownView(box);
+      const removed = [];
+      new MutationObserver((records) => records.forEach((r) => removed.push(...r.removedNodes)))
+        .observe(box, { childList: true });
+      let firstNodes = null;
+      const steps = [];
+      for (let n = 1; n <= reply.length; n += 7) {
+        view.update(reply.slice(0, n));
+        await new Promise((r) => setTimeout(r, 0));
+        steps.push(box.children.length);
+        if (!firstNodes && box.children.length >= 3) firstNodes = [...box.children].slice(0, 2);
+      }
+      view.update(reply);
+      await new Promise((r) => setTimeout(r, 0));
+      return {
+        kept: firstNodes.every((node) => node.isConnected && box.contains(node)),
+        removedEarly: removed.filter((node) => firstNodes.includes(node)).length,
+        blocks: box.children.length,
+        html: box.innerHTML.includes("<script") || box.querySelector("img") !== null,
+      };
+    }""", "# Title\n\nFirst paragraph with **bold**.\n\n- one\n- two\n\n```py\nprint(1)\n```\n\nlast words")
+    assert result["kept"] and result["removedEarly"] == 0, result
+    assert result["blocks"] == 5 and not result["html"]
 
 
 def test_a_conversation_survives_a_reload_unless_persist_is_false(launch_profile, remote, tmp_path):
     context = _launch(launch_profile, tmp_path / "profile")
-    try:
-        page = context.new_page()
-        page.goto(f"{remote.url}/remote.html")
-        wait_event(page, "llm-ready")
-        ask(page, "Remember me", max_tokens=400)
-        before = page.eval_on_selector("llm-chat", "el => el.history")
-        assert [m["role"] for m in before] == ["user", "assistant"]
-        page.reload()
-        wait_event(page, "llm-ready")
-        assert page.eval_on_selector("llm-chat", "el => el.history") == before
-        assert page.locator("llm-chat .message.user .body").inner_text() == "Remember me"
-        assert "safe" in page.locator("llm-chat .message.assistant .md").inner_text()  # rendered again
-        keys = page.evaluate("Object.keys(localStorage)")
-        assert keys == ["llmchat-chat:/remote.html#main:" + f"{remote.url}/v1"], keys
-        page.eval_on_selector("llm-chat", "el => el.reset()")  # reset forgets the saved copy too
-        assert page.evaluate("Object.keys(localStorage)") == []
+    page = context.new_page()
+    page.goto(f"{remote.url}/remote.html")
+    wait_event(page, "llm-ready")
+    ask(page, "Remember me", max_tokens=400)
+    before = page.eval_on_selector("llm-chat", "el => el.history")
+    assert [m["role"] for m in before] == ["user", "assistant"]
+    page.reload()
+    wait_event(page, "llm-ready")
+    assert page.eval_on_selector("llm-chat", "el => el.history") == before
+    assert page.locator("llm-chat .message.user .body").inner_text() == "Remember me"
+    assert "safe" in page.locator("llm-chat .message.assistant .md").inner_text()  # rendered again
+    keys = page.evaluate("Object.keys(localStorage)")
+    assert keys == ["llmchat-chat:/remote.html#main:" + f"{remote.url}/v1"], keys
+    page.eval_on_selector("llm-chat", "el => el.reset()")  # reset forgets the saved copy too
+    assert page.evaluate("Object.keys(localStorage)") == []
 
-        page.goto(f"{remote.url}/forget.html")
-        wait_event(page, "llm-ready")
-        ask(page, "Forget me", max_tokens=400)
-        assert page.evaluate("Object.keys(localStorage)") == []
-        page.reload()
-        wait_event(page, "llm-ready")
-        assert page.eval_on_selector("llm-chat", "el => el.history") == []
-        assert page.locator("llm-chat .message").count() == 0
-    finally:
-        context.close()
+    page.goto(f"{remote.url}/forget.html")
+    wait_event(page, "llm-ready")
+    ask(page, "Forget me", max_tokens=400)
+    assert page.evaluate("Object.keys(localStorage)") == []
+    page.reload()
+    wait_event(page, "llm-ready")
+    assert page.eval_on_selector("llm-chat", "el => el.history") == []
+    assert page.locator("llm-chat .message").count() == 0
 
 
 def done_after(page, n: int) -> dict:

@@ -95,36 +95,33 @@ def test_list_has_delete_and_estimate_without_an_engine(launch_profile, site, mo
     sha = hashlib.sha256(tiny.read_bytes()).hexdigest()
     url = f"{site.url}/models/tiny.gguf"
     context = _launch(launch_profile, tmp_path / "profile")
-    try:
-        page = api_page(context, site)
-        assert page.evaluate("api.listModels()") == []
-        assert page.evaluate("api.hasModel('/models/tiny.gguf')") is False
-        page.evaluate("generate('/models/tiny.gguf', { integrity: 'sha256:%s' })" % sha)
+    page = api_page(context, site)
+    assert page.evaluate("api.listModels()") == []
+    assert page.evaluate("api.hasModel('/models/tiny.gguf')") is False
+    page.evaluate("generate('/models/tiny.gguf', { integrity: 'sha256:%s' })" % sha)
 
-        page.reload()  # a fresh page: the API reads the store without starting an engine or a worker
-        page.wait_for_function("window.apiReady")
-        listed = page.evaluate("api.listModels()")
-        assert page.workers == []
-        size = tiny.stat().st_size
-        assert len(listed) == 1
-        entry = listed[0]
-        assert entry["url"] == url and entry["size"] == entry["stored"] == size
-        assert entry["complete"] and not entry["partial"] and entry["sha256"] == sha
-        assert entry["files"] == [url] and entry["date"].endswith("Z")
-        assert page.evaluate("api.hasModel('/models/tiny.gguf')") is True
-        assert page.evaluate("api.hasModel('/models/other.gguf')") is False
-        estimate = page.evaluate("api.storageEstimate()")
-        assert estimate["models"] == size and estimate["usage"] >= size
-        assert estimate["quota"] > 0 and estimate["free"] == estimate["quota"] - estimate["usage"]
+    page.reload()  # a fresh page: the API reads the store without starting an engine or a worker
+    page.wait_for_function("window.apiReady")
+    listed = page.evaluate("api.listModels()")
+    assert page.workers == []
+    size = tiny.stat().st_size
+    assert len(listed) == 1
+    entry = listed[0]
+    assert entry["url"] == url and entry["size"] == entry["stored"] == size
+    assert entry["complete"] and not entry["partial"] and entry["sha256"] == sha
+    assert entry["files"] == [url] and entry["date"].endswith("Z")
+    assert page.evaluate("api.hasModel('/models/tiny.gguf')") is True
+    assert page.evaluate("api.hasModel('/models/other.gguf')") is False
+    estimate = page.evaluate("api.storageEstimate()")
+    assert estimate["models"] == size and estimate["usage"] >= size
+    assert estimate["quota"] > 0 and estimate["free"] == estimate["quota"] - estimate["usage"]
 
-        assert page.evaluate("api.deleteModel('/models/tiny.gguf')") == size
-        assert page.evaluate("api.listModels()") == []
-        assert page.evaluate("api.hasModel('/models/tiny.gguf')") is False
-        assert page.evaluate("opfs()") == []  # bytes and metadata, nothing left
-        assert page.evaluate("api.storageEstimate()")["models"] == 0
-        assert page.evaluate("api.deleteModel('/models/tiny.gguf')") == 0  # already gone: nothing to do
-    finally:
-        context.close()
+    assert page.evaluate("api.deleteModel('/models/tiny.gguf')") == size
+    assert page.evaluate("api.listModels()") == []
+    assert page.evaluate("api.hasModel('/models/tiny.gguf')") is False
+    assert page.evaluate("opfs()") == []  # bytes and metadata, nothing left
+    assert page.evaluate("api.storageEstimate()")["models"] == 0
+    assert page.evaluate("api.deleteModel('/models/tiny.gguf')") == 0  # already gone: nothing to do
 
 
 def test_a_split_model_downloads_resumes_and_loads_as_one(launch_profile, site, models, tmp_path):
@@ -132,35 +129,32 @@ def test_a_split_model_downloads_resumes_and_loads_as_one(launch_profile, site, 
     shards = sorted(p.name for p in models.glob("tinysplit-*.gguf"))
     assert len(shards) == 3
     context = _launch(launch_profile, tmp_path / "profile")
-    try:
-        page = api_page(context, site)
-        site.log.clear()
-        site.faults.drop_model_at = 30_000  # the first request that crosses byte 30,000 of a file is cut there
-        result = page.evaluate(f"generate('/models/{SPLIT}')")
-        assert site.faults.drop_model_at is None  # the fault fired
-        assert result["ids"] == want
-        info = result["info"]
-        assert info["files"] == 3 and not info["fromCache"]
-        requested = {path.rsplit("/", 1)[-1] for path, _ in site.log.model_requests()}
-        assert requested == set(shards)
+    page = api_page(context, site)
+    site.log.clear()
+    site.faults.drop_model_at = 30_000  # the first request that crosses byte 30,000 of a file is cut there
+    result = page.evaluate(f"generate('/models/{SPLIT}')")
+    assert site.faults.drop_model_at is None  # the fault fired
+    assert result["ids"] == want
+    info = result["info"]
+    assert info["files"] == 3 and not info["fromCache"]
+    requested = {path.rsplit("/", 1)[-1] for path, _ in site.log.model_requests()}
+    assert requested == set(shards)
 
-        listed = page.evaluate("api.listModels()")
-        assert [m["url"] for m in listed] == [f"{site.url}/models/{SPLIT}"]
-        entry = listed[0]
-        assert entry["complete"] and entry["files"] == [f"{site.url}/models/{name}" for name in shards]
-        assert entry["size"] == entry["stored"] == sum((models / n).stat().st_size for n in shards)
-        assert page.evaluate(f"api.hasModel('/models/{shards[1]}')") is True
+    listed = page.evaluate("api.listModels()")
+    assert [m["url"] for m in listed] == [f"{site.url}/models/{SPLIT}"]
+    entry = listed[0]
+    assert entry["complete"] and entry["files"] == [f"{site.url}/models/{name}" for name in shards]
+    assert entry["size"] == entry["stored"] == sum((models / n).stat().st_size for n in shards)
+    assert page.evaluate(f"api.hasModel('/models/{shards[1]}')") is True
 
-        site.log.clear()  # a second load finds every shard in OPFS: no request at all
-        again = page.evaluate(f"generate('/models/{SPLIT}')")
-        assert again["ids"] == want and again["info"]["fromCache"] and again["info"]["requests"] == 0
-        assert site.log.model_requests() == []
+    site.log.clear()  # a second load finds every shard in OPFS: no request at all
+    again = page.evaluate(f"generate('/models/{SPLIT}')")
+    assert again["ids"] == want and again["info"]["fromCache"] and again["info"]["requests"] == 0
+    assert site.log.model_requests() == []
 
-        # Deleting through any shard's URL removes the whole model.
-        assert page.evaluate(f"api.deleteModel('/models/{shards[2]}')") == entry["size"]
-        assert page.evaluate("api.listModels()") == [] and page.evaluate("opfs()") == []
-    finally:
-        context.close()
+    # Deleting through any shard's URL removes the whole model.
+    assert page.evaluate(f"api.deleteModel('/models/{shards[2]}')") == entry["size"]
+    assert page.evaluate("api.listModels()") == [] and page.evaluate("opfs()") == []
 
 
 def test_a_split_model_with_a_missing_shard_names_it(launch_profile, models, tmp_path):
@@ -192,42 +186,39 @@ def test_storage_filling_up_during_a_download_leaves_a_partial_that_can_be_delet
                                                                                    tmp_path, shots):
     size = (models / "big.gguf").stat().st_size
     context = _launch(launch_profile, tmp_path / "profile")
-    try:
-        page = context.new_page()
-        site.pages["/quota.html"] = QUOTA_PAGE
-        site.faults.stall_model_at = 4 << 20  # the download pauses 4 MiB in, while the quota is lowered
-        site.faults.stall_seconds = 3
-        page.goto(f"{site.url}/quota.html")
-        page.wait_for_function("window.__events.some(e => e[0] === 'llm-progress' && e[1].phase === 'download' && "
-                               "e[1].loaded >= 3 * 2 ** 20)")
-        set_quota(context, page, site.url, 2 << 20)
-        page.wait_for_function("window.__events.some(e => e[0] === 'llm-error')")
-        error = events(page, "llm-error")[0]
-        assert error["code"] == "quota", error
-        # Chromium enforces the lowered quota on writes but its estimate() still reports the profile's 10 GiB, so
-        # the check made before the download (from the estimate) let it start, and the write is what failed.
-        assert f"it is {size / 2 ** 20:.1f} MiB" in error["message"] and "still to download" in error["message"]
-        assert "resumes" in error["message"]
-        page.wait_for_selector("llm-chat .storage:not([hidden]) .delete-model")
-        page.screenshot(path=shots / "storage-full.png")
-        listed = page.evaluate("import('/llm-chat.js').then((api) => api.listModels())")
-        assert len(listed) == 1 and listed[0]["partial"] and not listed[0]["complete"]
-        assert 0 < listed[0]["stored"] < size and listed[0]["size"] == size
-        assert "partial download" in page.locator("llm-chat .storage").inner_text()
+    page = context.new_page()
+    site.pages["/quota.html"] = QUOTA_PAGE
+    site.faults.stall_model_at = 4 << 20  # the download pauses 4 MiB in, while the quota is lowered
+    site.faults.stall_seconds = 3
+    page.goto(f"{site.url}/quota.html")
+    page.wait_for_function("window.__events.some(e => e[0] === 'llm-progress' && e[1].phase === 'download' && "
+                           "e[1].loaded >= 3 * 2 ** 20)")
+    set_quota(context, page, site.url, 2 << 20)
+    page.wait_for_function("window.__events.some(e => e[0] === 'llm-error')")
+    error = events(page, "llm-error")[0]
+    assert error["code"] == "quota", error
+    # Chromium enforces the lowered quota on writes but its estimate() still reports the profile's 10 GiB, so
+    # the check made before the download (from the estimate) let it start, and the write is what failed.
+    assert f"it is {size / 2 ** 20:.1f} MiB" in error["message"] and "still to download" in error["message"]
+    assert "resumes" in error["message"]
+    page.wait_for_selector("llm-chat .storage:not([hidden]) .delete-model")
+    page.screenshot(path=shots / "storage-full.png")
+    listed = page.evaluate("import('/llm-chat.js').then((api) => api.listModels())")
+    assert len(listed) == 1 and listed[0]["partial"] and not listed[0]["complete"]
+    assert 0 < listed[0]["stored"] < size and listed[0]["size"] == size
+    assert "partial download" in page.locator("llm-chat .storage").inner_text()
 
-        page.locator("llm-chat .delete-model").click()  # the element's own Delete button
-        page.wait_for_function("""() => import('/llm-chat.js').then((api) => api.listModels())
-                                  .then((list) => list.length === 0)""")
-        page.wait_for_function("document.querySelector('llm-chat').shadowRoot.querySelector('.storage ul')"
-                               "?.textContent === 'None.'")
-        set_quota(context, page, site.url, None)  # space again: "Try again" downloads and loads the model
-        errors = len(events(page, "llm-error"))
-        page.locator("llm-chat .retry").click()
-        page.wait_for_function("n => window.__events.some(e => e[0] === 'llm-ready') || "
-                               "window.__events.filter(e => e[0] === 'llm-error').length > n", arg=errors)
-        assert len(events(page, "llm-error")) == errors, events(page, "llm-error")
-        assert not events(page, "llm-ready")[0]["fromCache"]
-        assert page.locator("llm-chat .storage").is_hidden()
-    finally:
-        context.close()
+    page.locator("llm-chat .delete-model").click()  # the element's own Delete button
+    page.wait_for_function("""() => import('/llm-chat.js').then((api) => api.listModels())
+                              .then((list) => list.length === 0)""")
+    page.wait_for_function("document.querySelector('llm-chat').shadowRoot.querySelector('.storage ul')"
+                           "?.textContent === 'None.'")
+    set_quota(context, page, site.url, None)  # space again: "Try again" downloads and loads the model
+    errors = len(events(page, "llm-error"))
+    page.locator("llm-chat .retry").click()
+    page.wait_for_function("n => window.__events.some(e => e[0] === 'llm-ready') || "
+                           "window.__events.filter(e => e[0] === 'llm-error').length > n", arg=errors)
+    assert len(events(page, "llm-error")) == errors, events(page, "llm-error")
+    assert not events(page, "llm-ready")[0]["fromCache"]
+    assert page.locator("llm-chat .storage").is_hidden()
 

@@ -60,17 +60,30 @@ def test_openai_client_example_against_llmchat_serve(served):
     assert whole and usage.startswith("[") and usage.endswith("tokens]"), out
 
 
+READY = "!document.querySelector('llm-chat').shadowRoot.querySelector('textarea').disabled"
+
+
+def _element_ready(page, max_tokens: int) -> str:
+    """Waits until the page's <llm-chat> takes input; returns its status line."""
+    page.eval_on_selector("llm-chat", f"el => el.setAttribute('max-tokens', '{max_tokens}')")
+    page.wait_for_function(READY)
+    return page.locator("llm-chat .status").inner_text()
+
+
+def _element_reply(page, text: str) -> str:
+    """Sends `text` through the element and returns the reply once it has ended."""
+    page.locator("llm-chat textarea").fill(text)
+    page.locator("llm-chat button.send").click()
+    page.wait_for_function("document.querySelector('llm-chat').shadowRoot.querySelector('.assistant')?.textContent"
+                           f" && {READY}")
+    return page.locator("llm-chat .assistant").inner_text().strip()
+
+
 def test_chat_element_page_answers_in_the_browser(served, page):
     base, _ = served
     page.goto(f"{base}/pages/chat-element.html")
-    page.eval_on_selector("llm-chat", "el => el.setAttribute('max-tokens', '3')")
-    page.wait_for_function("!document.querySelector('llm-chat').shadowRoot.querySelector('textarea').disabled")
-    assert "Ready: " in page.locator("llm-chat .status").inner_text()
-    page.locator("llm-chat textarea").fill("Capital of France?")
-    page.locator("llm-chat button.send").click()
-    page.wait_for_function("document.querySelector('llm-chat').shadowRoot.querySelector('.assistant')?.textContent"
-                           " && !document.querySelector('llm-chat').shadowRoot.querySelector('textarea').disabled")
-    assert page.locator("llm-chat .assistant").inner_text().strip()
+    assert "Ready: " in _element_ready(page, max_tokens=3)
+    assert _element_reply(page, "Capital of France?")
 
 
 def test_js_api_page_streams_and_stops(served, page):
@@ -96,13 +109,7 @@ def test_server_fallback_page_answers_through_the_server(served, page):
     requests = []
     page.on("request", lambda r: requests.append((r.method, r.url)))
     page.goto(f"{base}/pages/server-fallback.html")
-    page.eval_on_selector("llm-chat", "el => el.setAttribute('max-tokens', '4')")
-    page.wait_for_function("!document.querySelector('llm-chat').shadowRoot.querySelector('textarea').disabled")
-    assert "software" in page.locator("llm-chat .status").inner_text()
-    page.locator("llm-chat textarea").fill("Capital of France?")
-    page.locator("llm-chat button.send").click()
-    page.wait_for_function("document.querySelector('llm-chat').shadowRoot.querySelector('.assistant')?.textContent"
-                           " && !document.querySelector('llm-chat').shadowRoot.querySelector('textarea').disabled")
-    assert page.locator("llm-chat .assistant").inner_text().strip()
+    assert "software" in _element_ready(page, max_tokens=4)
+    assert _element_reply(page, "Capital of France?")
     assert ("POST", f"{base}/v1/chat/completions") in requests
     assert not [url for _, url in requests if "/models/" in url or "/dist/" in url]

@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import os
 import time
 
 import pytest
 
-from mobile_support import RangeServer
+from mobile_support import mirror_url, model_mirror
 
 from llmchat.catalogue import CATALOGUE
 
@@ -84,8 +83,8 @@ def api_reply(llm, messages, **sampling):
 def test_the_app_as_a_user_drives_it(make_app, smollm2_path):
     import llmchat
 
-    with RangeServer({ENTRY.file_name: smollm2_path}, cut_at=ENTRY.size // 4) as server:
-        app = make_app(mirror=server.url)
+    with model_mirror(smollm2_path, cut_at=ENTRY.size // 4) as server:
+        app = make_app(mirror=mirror_url(server))
         pump(app, lambda: app.adapter is not None, what="the adapter")
         assert "Adapter: " in app.device_text.value and "Max storage binding" in app.device_text.value
         assert "smollm2: ?" in app.device_text.value  # not downloaded: checked from its header before download
@@ -109,12 +108,12 @@ def test_the_app_as_a_user_drives_it(make_app, smollm2_path):
         press(app.pause_button)
         pump(app, lambda: "resumes from there" in app.model_status.text, what="the pause")
         assert not app.download_thread.is_alive()
-        assert server.cut_at is None, "the connection was never cut"
+        assert server.faults.drop_model_at is None, "the connection was never cut"
         assert row(app, "smollm2").on_this_device.startswith("partial: ")
         assert row(app, "smollm2").fits == "yes"
 
         # A new app on the same data folder resumes and verifies.
-        app = make_app(mirror=server.url)
+        app = make_app(mirror=mirror_url(server))
         select_model(app, "smollm2")
         press(app.download_button)
         pump(app, lambda: "verified" in app.model_status.text or not app.download_thread.is_alive(),
@@ -122,7 +121,7 @@ def test_the_app_as_a_user_drives_it(make_app, smollm2_path):
         pump(app, lambda: not app.download_thread.is_alive())
         assert "downloaded and verified (sha256)" in app.model_status.text, app.model_status.text
         assert row(app, "smollm2").on_this_device == "downloaded"
-        assert server.served < ENTRY.size * 1.2  # resumed, not downloaded twice
+        assert server.log.model_bytes < ENTRY.size * 1.2  # resumed, not downloaded twice
 
     # Chat: greedy with a system prompt, then a seeded sample; tokens equal the Python API's.
     press(app.use_button)

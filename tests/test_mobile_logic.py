@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from mobile_support import ROOT, RangeServer
+from mobile_support import ROOT, mirror_url, model_mirror
 
 from llmchat.catalogue import CATALOGUE
 from llmchat_app import conversations as conv
@@ -27,12 +27,12 @@ ENTRY = CATALOGUE["smollm2"]
 
 @pytest.fixture
 def served(smollm2_path):
-    with RangeServer({ENTRY.file_name: smollm2_path}, cut_at=ENTRY.size // 3 + 12345) as server:
+    with model_mirror(smollm2_path, cut_at=ENTRY.size // 3 + 12345) as server:
         yield server
 
 
 def test_download_survives_a_cut_connection_and_a_kill(tmp_path, served):
-    store = ModelStore(tmp_path, mirror=served.url)
+    store = ModelStore(tmp_path, mirror=mirror_url(served))
     cancel, seen = threading.Event(), []
 
     def progress(have, total):
@@ -42,23 +42,23 @@ def test_download_survives_a_cut_connection_and_a_kill(tmp_path, served):
 
     with pytest.raises(DownloadInterruptedError, match="resumes"):
         download(store, ENTRY, progress=progress, cancel=cancel)
-    assert served.cut_at is None  # the connection was cut once, mid-file, and the download went on
+    assert served.faults.drop_model_at is None  # the connection was cut once, mid-file, and the download went on
     kept = store.partial_path(ENTRY).stat().st_size
     assert ENTRY.size // 2 < kept < ENTRY.size and not store.path(ENTRY).exists()
     assert store.state(ENTRY).label.startswith("partial")
-    first_run = len(served.ranges)
+    first_run = len(served.log.model_ranges())
     again = []
-    path = download(ModelStore(tmp_path, mirror=served.url), ENTRY, progress=lambda h, t: again.append(h))
+    path = download(ModelStore(tmp_path, mirror=mirror_url(served)), ENTRY, progress=lambda h, t: again.append(h))
     assert again[0] == kept  # the second run starts where the first one stopped
     assert path.stat().st_size == ENTRY.size and not store.partial_path(ENTRY).exists()
-    probe, *rest = served.ranges[first_run:]
+    probe, *rest = served.log.model_ranges()[first_run:]
     assert probe == (0, (64 << 10) - 1)  # the reader learns the size; then only the missing bytes are asked for
     assert rest[0][0] == kept and sum(end - start + 1 for start, end in rest) == ENTRY.size - kept
     assert store.delete(ENTRY) == [path] and store.state(ENTRY).label == "not downloaded"
 
 
 def test_a_corrupted_partial_fails_the_sha256_and_is_discarded(tmp_path, served, smollm2_path):
-    store = ModelStore(tmp_path, mirror=served.url)
+    store = ModelStore(tmp_path, mirror=mirror_url(served))
     with smollm2_path.open("rb") as f:
         head = bytearray(f.read(5 * CHUNK))
     head[1000] ^= 0xFF
@@ -71,7 +71,7 @@ def test_a_corrupted_partial_fails_the_sha256_and_is_discarded(tmp_path, served,
 def test_storage_full_keeps_what_was_written_and_says_what_is_needed(tmp_path, served):
     if not os.path.exists("/dev/full"):
         pytest.skip("no /dev/full")
-    store = ModelStore(tmp_path, mirror=served.url)
+    store = ModelStore(tmp_path, mirror=mirror_url(served))
     store.partial_path(ENTRY).symlink_to("/dev/full")  # every write there fails with ENOSPC, from the kernel
     with pytest.raises(StorageFullError, match=r"needs 98\.4 MB more") as info:
         download(store, ENTRY)
@@ -203,13 +203,13 @@ def test_a_model_too_large_for_the_adapter_is_refused_from_its_header(tmp_path, 
     from llmchat.gpu.device import AdapterInfo
     from llmchat_app.device_report import fit
 
-    store = ModelStore(tmp_path, mirror=served.url)
+    store = ModelStore(tmp_path, mirror=mirror_url(served))
     roomy = AdapterInfo(name="test", backend="vulkan")
     assert fit(store, ENTRY, roomy).fits is True
     tight = dataclasses.replace(roomy, max_binding_size=4 << 20)
     verdict = fit(store, ENTRY, tight)
     assert verdict.fits is False and "cannot run on this device" in verdict.detail and "4 MiB" in verdict.detail
-    assert served.served < ENTRY.size // 10  # the header, read in 1 MiB blocks; not the model
+    assert served.log.model_bytes < ENTRY.size // 10  # the header, read in 1 MiB blocks; not the model
     assert fit(ModelStore(tmp_path), ENTRY, roomy, remote=False).fits is None
 
 

@@ -99,7 +99,7 @@ async function load({ model, integrity, context = 2048, profile = null, pyodideU
   }
   const files = shards.all();
   for (const s of files) s.loadTotal = plan.upload;  // bytes read from the file (the GPU may hold them repacked)
-  await checkQuota(files);
+  if (files.length > 1) await checkQuota(files);  // one file was checked before its download began
   if (files.some((s) => !s.complete)) post({ type: "status", text: "Downloading the model" });
   await downloading;
   for (const s of files) await s.download();

@@ -4,7 +4,8 @@ The template language is deliberately small:
 - `//!include name.wgsl` pastes another shader file (shared snippets such as quant block decoders);
 - `{{KEY}}` is replaced by a value given at compile time (a quant type name, a flag, a workgroup size).
 Per-device fixes are applied here, in one place: wgpu-native (naga) rejects `enable subgroups;`, which Chromium
-requires. (No kernel uses f16 arithmetic: f16 data is decoded with `unpack2x16float`, which needs no extension.)
+requires. (f16 weights are decoded with `unpack2x16float`, which needs no extension; only an f16 KV cache's kernels
+enable f16, and kvlayout.cache_type gives one only where the adapter has shader-f16.)
 A kernel that enables an extension the device's AdapterInfo lacks (the adapter's, or a profile turned it off) is
 refused here, on every device: variants.py must not have chosen it.
 """
