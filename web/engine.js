@@ -6,12 +6,14 @@
 //     out.textContent += chunk.choices[0].delta.content ?? "";
 //   }
 //
-// On-device, the model runs in a dedicated worker (worker.js). With `endpoint` (an OpenAI-compatible /v1 URL)
-// the same calls go to that server instead: always with mode "remote", and in mode "auto" when this device has
-// no WebGPU or only a software adapter. Without WebGPU and without an endpoint, createEngine rejects with a
-// clear message (error.code "no-webgpu") before anything is downloaded.
+// On-device, the model runs in a worker (worker.js) that every tab of this origin asking for the same model shares
+// (engine-link.js; `shared: false` gives the page one of its own; `engine.info.sharing` says which). With
+// `endpoint` (an OpenAI-compatible /v1 URL) the same calls go to that server instead: always with mode "remote",
+// and in mode "auto" when this device has no WebGPU or only a software adapter. Without WebGPU and without an
+// endpoint, createEngine rejects with a clear message (error.code "no-webgpu") before anything is downloaded.
 
 import { isSoftwareAdapter } from "./adapter.js";
+import { connect } from "./engine-link.js";
 import { resolveModelURL } from "./hub.js";
 
 // Managing the models this site stored (list, check, delete, space left): plain OPFS calls, no engine needed.
@@ -68,15 +70,17 @@ export class Engine extends EventTarget {
   // options: model (a URL or a Hugging Face reference), integrity, context (tokens), profile (a device profile
   // such as "phone": caps the GPU's limits and memory budget, see llmchat.gpu.profiles), endpoint, mode ("auto" |
   // "local" | "remote"), apiKey and remoteModel (for the endpoint), hubEndpoint (a Hugging Face mirror),
-  // pyodideURL (a CDN folder, default: our own dist), distURL, workerURL, onProgress, onStatus, onWarning
+  // pyodideURL (a CDN folder, default: our own dist), distURL, workerURL, shared (default true: one engine for
+  // every tab of this origin that asks for the same model, context and profile; false: one for this page alone),
+  // onProgress, onStatus, onWarning
   constructor(options = {}) {
     super();
     this.options = options;
     this.mode = null; // "local" or "remote" once decided
     this.info = null;
-    this.worker = null;
+    this.link = null; // to the worker (engine-link.js)
     this.nextId = 1;
-    this.pending = new Map(); // reply id → handlers of its worker messages
+    this.pending = new Map(); // request id → {message, heard, handle} until its last reply
     const self = this;
     this.chat = { completions: { create: (params) => self.#create(params, true) } };
     this.completions = { create: (params) => self.#create(params, false) };
@@ -109,17 +113,46 @@ export class Engine extends EventTarget {
     if (this.terminated) return;
     navigator.storage?.persist?.().catch(() => {}); // keep the model when the browser needs space (best effort)
     this.mode = "local";
-    this.worker = new Worker(this.options.workerURL || here("./worker.js"), { type: "module", name: "llmchat" });
+    const { integrity = null, context = 2048, profile = null } = this.options;
+    this.loadMessage = { type: "load", model: url, integrity, context, profile, pyodideURL: this.options.pyodideURL,
+      distURL: this.options.distURL || here("./dist/pyodide/") };
     return new Promise((resolve, reject) => {
-      this.worker.onmessage = ({ data }) => this.#onMessage(data, resolve, reject);
-      this.worker.onerror = (event) => reject(this.#fail(new EngineError("worker", event.message || "worker failed")));
-      this.worker.postMessage({
-        type: "load", model: url, integrity: this.options.integrity,
-        context: this.options.context || 2048, profile: this.options.profile || null,
-        pyodideURL: this.options.pyodideURL,
-        distURL: this.options.distURL || here("./dist/pyodide/"),
-      });
+      this.loaded = { resolve, reject };
+      // Tabs asking for another model, context or profile get an engine of their own (shared with their like).
+      this.link = connect({ workerURL: this.options.workerURL || here("./worker.js"), shared: this.options.shared,
+        key: JSON.stringify([url, context, profile, integrity]),
+        onMessage: (data) => this.#onMessage(data), onLeader: () => this.#rejoin() });
+      this.link.post(this.loadMessage);
     });
+  }
+
+  // The tab that ran the shared engine closed and another took it over: join it, and send again what got no answer
+  // (under new ids: a stray answer from before cannot be taken for theirs). A reply cut halfway ends with an error.
+  #rejoin() {
+    this.link.post(this.loadMessage);
+    for (const [id, entry] of [...this.pending]) {
+      this.pending.delete(id);
+      if (entry.heard) {
+        entry.handle({ type: "error", id, code: "handover", message: "The tab that ran the model closed while " +
+          "this reply was being written; another tab runs it now. Send the message again." });
+        continue;
+      }
+      entry.message = { ...entry.message, id: this.nextId++ };
+      this.pending.set(entry.message.id, entry);
+      this.link.post(entry.message);
+    }
+  }
+
+  // Send `message` with a fresh id; `onReply(data)` hears each answer and returns true at the last one.
+  #request(message, onReply) {
+    const entry = { message: { ...message, id: this.nextId++ }, heard: false };
+    entry.handle = (data) => {
+      entry.heard = true;
+      if (onReply(data)) this.pending.delete(entry.message.id);
+    };
+    this.pending.set(entry.message.id, entry);
+    this.link.post(entry.message);
+    return entry;
   }
 
   #remote(reason) {
@@ -130,27 +163,30 @@ export class Engine extends EventTarget {
     this.#emit("ready", this.info);
   }
 
-  #onMessage(data, resolve, reject) {
+  #onMessage(data) {
+    // After the first load, a takeover's load is quiet: the page keeps its chat, and hears one "handover".
+    const loading = !this.info;
     switch (data.type) {
-      case "status": this.#emit("status", data); this.options.onStatus?.(data); break;
-      case "warning": this.#emit("warning", data); this.options.onWarning?.(data); break;
-      case "progress": this.#emit("progress", data); this.options.onProgress?.(data); break;
+      case "status": if (loading) { this.#emit("status", data); this.options.onStatus?.(data); } break;
+      case "warning": if (loading) { this.#emit("warning", data); this.options.onWarning?.(data); } break;
+      case "progress": if (loading) { this.#emit("progress", data); this.options.onProgress?.(data); } break;
       case "ready":
-        this.info = data.info;
-        this.#emit("ready", data.info);
-        resolve();
+        this.info = { ...data.info, sharing: this.link.sharing, sharingReason: this.link.reason,
+          leader: this.link.leader };
+        this.#emit(loading ? "ready" : "handover", this.info);
+        this.loaded.resolve();
         break;
       case "token": case "done": case "stats":
-        this.pending.get(data.id)?.(data);
+        this.pending.get(data.id)?.handle(data);
         break;
       case "error": {
         const error = new EngineError(data.code, data.message);
-        const handler = data.id !== undefined && this.pending.get(data.id);
-        if (handler) handler(data);
+        const entry = data.id !== undefined && this.pending.get(data.id);
+        if (entry) entry.handle(data);
         else {
           this.#fail(error);
-          reject(error);
-          for (const h of this.pending.values()) h(data); // device lost: every open reply ends with it
+          this.loaded.reject(error);
+          for (const e of [...this.pending.values()]) e.handle(data); // device lost: every open reply ends with it
         }
         break;
       }
@@ -169,43 +205,32 @@ export class Engine extends EventTarget {
   // The GPU bridge's counters (pipelines, uploads, replays and their milliseconds); null in remote mode.
   async gpuStats() {
     await this.ready;
-    if (!this.worker) return null;
-    const id = this.nextId++;
-    return new Promise((resolve) => {
-      this.pending.set(id, (data) => {
-        this.pending.delete(id);
-        resolve(data.stats);
-      });
-      this.worker.postMessage({ type: "stats", id });
-    });
+    if (!this.link) return null;
+    return new Promise((resolve) => this.#request({ type: "stats" }, (data) => (resolve(data.stats), true)));
   }
 
   // Forget the conversation kept on the device (the next request starts a fresh KV cache).
   reset() {
-    this.worker?.postMessage({ type: "reset" });
+    this.link?.post({ type: "reset" });
   }
 
+  // Ends this page's use of the engine; a shared engine this tab ran moves to another tab that uses it.
   terminate() {
     this.terminated = true;
-    this.worker?.terminate();
-    this.worker = null;
+    this.link?.close();
+    this.link = null;
   }
 
   async #create(params, isChat) {
     await this.ready;
     if (this.mode === "remote") return remoteCreate(this.options, params, isChat);
-    const id = this.nextId++;
-    const stream = new ReplyStream(id, isChat, this.info?.model || this.options.model, () =>
-      this.worker.postMessage({ type: "stop", id }));
-    this.pending.set(id, (data) => {
-      stream.push(data);
-      if (data.type !== "token") this.pending.delete(id);
-    });
-    params.signal?.addEventListener("abort", () => stream.abort());
     const request = { ...params };
     delete request.stream;
     delete request.signal;
-    this.worker.postMessage({ type: "chat", id, request });
+    const entry = this.#request({ type: "chat", request }, (data) => (stream.push(data), data.type !== "token"));
+    const stream = new ReplyStream(entry.message.id, isChat, this.info?.model || this.options.model, () =>
+      this.link?.post({ type: "stop", id: entry.message.id }));
+    params.signal?.addEventListener("abort", () => stream.abort());
     return params.stream ? stream : stream.collect();
   }
 }

@@ -9,7 +9,8 @@
 // (to load Pyodide from a CDN), hub-endpoint (a Hugging Face mirror), profile (a device profile such as "phone":
 // its limits and GPU memory budget apply, and a model over the budget is refused before downloading), placeholder,
 // preload (load the model at once, even while the element is out of sight; without it loading starts when the
-// element first shows), render (markdown | text), persist ("false": the conversation is not kept across reloads).
+// element first shows), render (markdown | text), persist ("false": the conversation is not kept across reloads),
+// shared ("false": this page runs a model of its own rather than the one the site's other tabs share).
 // Properties: tools (OpenAI function tools the model may call), maxToolRounds (default 8). Methods: send(text),
 // regenerate(), edit(index, text), stop(), reset(), showStorage(). Events (bubbling, composed; details in the
 // README): llm-progress, llm-ready, llm-token, llm-done, llm-error, llm-restore, and llm-tool-call (answer it with
@@ -93,7 +94,7 @@ let instances = 0;
 
 export class LLMChatElement extends HTMLElement {
   static observedAttributes = ["model", "endpoint", "mode", "integrity", "context-size", "pyodide-url",
-    "remote-model", "hub-endpoint", "preload", "profile"];
+    "remote-model", "hub-endpoint", "preload", "profile", "shared"];
 
   constructor() {
     super();
@@ -212,6 +213,7 @@ export class LLMChatElement extends HTMLElement {
       remoteModel: this.getAttribute("remote-model") || undefined,
       context: this.#number("context-size", 2048), pyodideURL: this.getAttribute("pyodide-url") || undefined,
       hubEndpoint: this.getAttribute("hub-endpoint") || undefined, profile: this.getAttribute("profile") || undefined,
+      shared: this.getAttribute("shared") !== "false",
     });
     this.engine = engine;
     engine.addEventListener("status", ({ detail }) => this.#status(detail.text));

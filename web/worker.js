@@ -1,12 +1,17 @@
-// The dedicated module worker that runs the model: Pyodide with the llmchat wheel, on the page's WebGPU.
+// The module worker that runs the model: Pyodide with the llmchat wheel, on the page's WebGPU. One worker serves
+// every tab that shares its engine (engine-link.js): its own tab talks to it directly, and each other tab through
+// a MessagePort the owning tab hands over ({type: "connect", port}); all of them speak the messages below.
 //
-// Messages from the page:
-//   {type: "load", model, integrity, context, profile, pyodideURL, distURL}   profile: a device profile name
+// Messages from a tab:
+//   {type: "load", model, integrity, context, profile, pyodideURL, distURL}   profile: a device profile name; the
+//                                    first one loads the model, later ones (other tabs) hear "ready" once it is in
 //   {type: "chat", id, request}      request: {messages | prompt, max_tokens, temperature, ...}
 //   {type: "stop", id}               ends reply `id` after the token being computed
 //   {type: "reset"}                  forgets the conversation
 //   {type: "stats", id}              asks for the GPU bridge's counters
-// Messages to the page:
+//   {type: "connect", port}          (from the owning tab) serve one more tab on `port`
+//   {type: "bye"}                    (on a port) that tab is gone
+// Messages to a tab (ids are each tab's own):
 //   {type: "status", text} {type: "progress", phase, loaded, total} {type: "warning", code, message}
 //   {type: "ready", info} {type: "token", id, text, token} {type: "done", id, finish_reason, usage, timings}
 //   {type: "stats", id, stats}
@@ -21,35 +26,72 @@ import { isSoftwareAdapter } from "./adapter.js";
 import { requestGPU } from "./gpu.js";
 import { ModelError, ModelStore, checkQuota } from "./model-store.js";
 
-const post = (message) => self.postMessage(message);
 let pyodide = null;
 let runtime = null;
 let bridge = null;
 let store = null;
-const stops = new Set(); // ids of replies the page asked to stop
-let queue = Promise.resolve(); // Python runs one call at a time: requests wait their turn here
+let queue = Promise.resolve(); // Python runs one call at a time: requests of every tab wait their turn here
+let loading = null; // the one load, as a Promise of the ready info
+let loadedWith = null; // the options it was asked with, to refuse a tab that asks for another model
+const listeners = new Set(); // tabs waiting for the load: they hear its status, progress and warnings
+const clients = new Set(); // every tab served
+const engineId = crypto.randomUUID(); // tabs sharing this engine see the same id in `info.engine`
 
-self.onmessage = ({ data }) => {
-  if (data.type === "stop") {
-    stops.add(data.id);
-    return;
+const post = (message) => { for (const client of listeners) client.port.postMessage(message); };
+const broadcast = (message) => { for (const client of clients) client.port.postMessage(message); };
+
+function serve(port) {
+  const client = { port, stops: new Set() }; // stops: ids of replies this tab asked to stop
+  clients.add(client);
+  port.onmessage = ({ data }) => {
+    if (data.type === "stop") client.stops.add(data.id);
+    else if (data.type === "connect") serve(data.port);
+    else if (data.type === "bye") {
+      clients.delete(client);
+      listeners.delete(client);
+      port.close();
+    } else if (data.type === "load") join(data, client);
+    else queue = queue.then(() => handle(data, client)).catch((error) => report(error, data.id, client));
+  };
+}
+
+serve(self);
+
+// The first tab's load runs; a later one waits for it (hearing its progress) and gets the same info.
+function join(message, client) {
+  const asked = { model: message.model, context: message.context || 2048, profile: message.profile || null };
+  if (loadedWith && JSON.stringify(asked) !== JSON.stringify(loadedWith)) {
+    return report(new ModelError("engine-mismatch", `this engine runs ${loadedWith.model} (context ` +
+      `${loadedWith.context}, profile ${loadedWith.profile || "none"}), not ${asked.model} (context ` +
+      `${asked.context}, profile ${asked.profile || "none"})`), undefined, client);
   }
-  queue = queue.then(() => handle(data)).catch((error) => report(error, data.id));
-};
+  listeners.add(client);
+  if (!loading) {
+    loadedWith = asked;
+    loading = load(message);
+    queue = queue.then(() => loading).catch(() => {}); // requests wait for the load; its failure is told below
+  }
+  loading.then((info) => client.port.postMessage({ type: "ready", info: { ...info, clients: clients.size } }),
+    (error) => report(error, undefined, client)).finally(() => listeners.delete(client));
+}
 
-async function handle(message) {
-  if (message.type === "load") return load(message);
-  if (!runtime) throw new ModelError("not-ready", "the model is not loaded");
-  if (message.type === "chat") return chat(message);
+async function handle(message, client) {
+  if (!runtime) {
+    await loading; // a failed load: its error, again
+    throw new ModelError("not-ready", "the model is not loaded");
+  }
+  if (message.type === "chat") return chat(message, client);
   if (message.type === "reset") return runtime.reset();
-  if (message.type === "stats") return post({ type: "stats", id: message.id, stats: { ...bridge.stats } });
+  if (message.type === "stats") {
+    return client.port.postMessage({ type: "stats", id: message.id, stats: { ...bridge.stats } });
+  }
 }
 
 async function load({ model, integrity, context = 2048, profile = null, pyodideURL, distURL }) {
   const t0 = performance.now();
   post({ type: "status", text: "Checking WebGPU" });
   bridge = await requestGPU();
-  bridge.onlost = (reason) => post({ type: "error", code: "device-lost", message: lostMessage(reason) });
+  bridge.onlost = (reason) => broadcast({ type: "error", code: "device-lost", message: lostMessage(reason) });
   self.llmchatGPU = bridge;
   const adapter = bridge.describe();
   const software = isSoftwareAdapter(adapter);
@@ -107,11 +149,11 @@ async function load({ model, integrity, context = 2048, profile = null, pyodideU
   post({ type: "status", text: "Loading the model onto the GPU" });
   const loaded = JSON.parse(await runtime.load.callPromising(store, plan.context, shards.open));
   at("gpu_load_s");
-  post({ type: "ready", info: { ...plan, ...loaded, software, fromCache: store.fromCache,
+  return { ...plan, ...loaded, software, fromCache: store.fromCache,
     requests: sum(files, "requests"), resumes: sum(files, "resumes"), files: files.length,
     sha256: files.length > 1 ? files.map((s) => s.meta?.sha256 ?? null) : store.meta?.sha256 ?? null, phases,
-    gpu: { ...bridge.stats },
-    load_ms: performance.now() - t0 } });
+    gpu: { ...bridge.stats }, engine: engineId,
+    load_ms: performance.now() - t0 };
 }
 
 const GGUF_MAGIC = [0x47, 0x47, 0x55, 0x46]; // "GGUF"
@@ -180,21 +222,20 @@ function gpuBudget() {
   return Math.floor(gib * 0.75 * 2 ** 30);
 }
 
-async function chat({ id, request }) {
+async function chat({ id, request }, client) {
   const emit = (json) => {
     const event = JSON.parse(json);
-    if (event.finish_reason) post({ type: "done", id, ...event });
-    else post({ type: "token", id, ...event });
+    client.port.postMessage({ type: event.finish_reason ? "done" : "token", id, ...event });
   };
-  const shouldStop = () => stops.has(id);
+  const shouldStop = () => client.stops.has(id) || !clients.has(client); // a tab that left reads no more
   try {
     await runtime.chat.callPromising(JSON.stringify(request), emit, shouldStop);
   } finally {
-    stops.delete(id);
+    client.stops.delete(id);
   }
 }
 
-function report(error, id) {
+function report(error, id, client) {
   let code = error.code || "error";
   let message = error.message || String(error);
   // Python errors arrive as PythonError with the traceback; the last line is the one meant for people.
@@ -207,7 +248,7 @@ function report(error, id) {
     code = "device-lost";
     message = lostMessage(bridge.lostReason);
   }
-  post({ type: "error", id, code, message });
+  client.port.postMessage({ type: "error", id, code, message });
 }
 
 // llmchat's exception classes (core/errors.py) as the error codes pages see.
