@@ -113,7 +113,9 @@ export class Engine extends EventTarget {
     if (this.terminated) return;
     navigator.storage?.persist?.().catch(() => {}); // keep the model when the browser needs space (best effort)
     this.mode = "local";
-    const { integrity = null, context = 2048, profile = null } = this.options;
+    const integrity = this.options.integrity || null;
+    const context = this.options.context || 2048;
+    const profile = this.options.profile || null;
     this.loadMessage = { type: "load", model: url, integrity, context, profile, pyodideURL: this.options.pyodideURL,
       distURL: this.options.distURL || here("./dist/pyodide/") };
     return new Promise((resolve, reject) => {
