@@ -1,13 +1,12 @@
 """One engine for the tabs of an origin (web/engine-link.js): two pages of one browser share one worker, one
-download and one copy of the model on the GPU; their replies are a private engine's greedy replies; when the page
-that runs the engine closes, the other takes it over (from OPFS, no new download) and its conversation goes on.
-Where Web Locks are missing, and with `shared: false` / shared="false", each page runs an engine of its own and
-`engine.info` says why.
+download and one copy of the model on the GPU; their replies, asked at the same time, are the native engine's greedy
+replies; when the page that runs the engine closes, a reply it was writing for the other page ends with "handover",
+the other page takes the engine over (from OPFS, no new download) and its conversation goes on. Where Web Locks are
+missing, and with `shared: false` / shared="false", each page runs an engine of its own and says why.
 
 SwiftShader is slow: the SmolLM2 test model with a 256-token context, replies of three tokens."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -17,52 +16,61 @@ from browser_server import WebServer
 WEB = Path(__file__).resolve().parent.parent / "web"
 MODEL = "/models/SmolLM2-135M-Instruct.Q4_1.gguf"
 SYSTEM = {"role": "system", "content": "Be brief."}
-USER_A, USER_B = {"role": "user", "content": "Capital of France?"}, {"role": "user", "content": "Name a color."}
-# b2 continues b1 (its reply goes where "b1" stands).
-CONVERSATIONS = {"a1": [SYSTEM, USER_A], "b1": [SYSTEM, USER_B],
-                 "b2": [SYSTEM, USER_B, "b1", {"role": "user", "content": "And another?"}]}
+A1 = [SYSTEM, {"role": "user", "content": "Capital of France?"}]
+B1 = [SYSTEM, {"role": "user", "content": "Name a color."}]
+
+
+def second_turn(b1_reply: str) -> list[dict]:
+    return [*B1, {"role": "assistant", "content": b1_reply}, {"role": "user", "content": "And another?"}]
+
 
 # The JS API with a few helpers the test calls: `ask` streams a greedy reply and keeps its token ids.
 API_PAGE = """<!doctype html><script type="module">
   import { createEngine } from "/llm-chat.js";
-  const shared = new URLSearchParams(location.search).get("shared") !== "false";
-  window.engine = await createEngine({ model: "%s", context: 256, shared });
+  window.engine = await createEngine({ model: "%s", context: 256 });
   window.ask = async (messages, max_tokens) => {
     const tokens = [];
     let text = "";
-    let finish = null;
     for await (const chunk of await engine.chat.completions.create({ messages, max_tokens, stream: true })) {
       if (chunk.llmchat?.token !== undefined) tokens.push(chunk.llmchat.token);
       text += chunk.choices[0].delta.content ?? "";
-      finish = chunk.choices[0].finish_reason ?? finish;
     }
-    return { tokens, text, finish };
+    return { tokens, text };
   };
   window.ready = true;
 </script>""" % MODEL
 
+MISSING_PAGE = """<!doctype html><script type="module">
+  import { createEngine } from "/llm-chat.js";
+  const shared = new URLSearchParams(location.search).get("shared") !== "false";
+  const engine = await createEngine({ model: "/models/missing.gguf", shared, preload: true });
+  const code = await engine.ready.then(() => "loaded", (error) => error.code);
+  window.done = { code, sharing: engine.sharing, reason: engine.sharingReason };
+</script>"""
+
 ELEMENT_PAGE = """<!doctype html><script type="module" src="/llm-chat.js"></script>
+<llm-chat model="/models/missing.gguf" persist="false" preload shared="false"></llm-chat>
 <script>
-  window.infos = [];
-  document.addEventListener("llm-ready", (event) => window.infos.push(event.detail));
-  document.addEventListener("llm-error", (event) => window.infos.push(event.detail));
-</script>
-<llm-chat model="%s" context-size="256" persist="false" preload %s></llm-chat>"""
+  document.addEventListener("llm-error", (event) => {
+    const { engine } = event.target;
+    window.done = { code: event.detail.code, sharing: engine.sharing, reason: engine.sharingReason };
+  });
+</script>"""
 
 
 @pytest.fixture(scope="module")
 def server(smollm2_path: Path):
     with WebServer(WEB, smollm2_path.parent) as srv:
         srv.pages["/shared.html"] = API_PAGE
-        srv.pages["/element.html"] = ELEMENT_PAGE % (MODEL, "")
-        srv.pages["/element-private.html"] = ELEMENT_PAGE % (MODEL, 'shared="false"')
+        srv.pages["/missing.html"] = MISSING_PAGE
+        srv.pages["/element-missing.html"] = ELEMENT_PAGE
         srv.size = (smollm2_path.parent / Path(MODEL).name).stat().st_size
         yield srv
 
 
-def open_api(context, server, query: str = ""):
+def open_api(context, server):
     page = context.new_page()
-    page.goto(f"{server.url}/shared.html{query}")
+    page.goto(f"{server.url}/shared.html")
     page.wait_for_function("window.ready")
     return page
 
@@ -81,16 +89,16 @@ def result(page, name: str) -> dict:
 
 @pytest.fixture(scope="module")
 def native(smollm2_path):
-    """The native engine's greedy replies (token ids) to the conversations below, asked in the same order."""
+    """The native engine's greedy replies (token ids and text) to the pages' conversations, asked in the same order."""
     from llmchat.api import LLM
     llm = LLM(str(smollm2_path), context=256)
-    replies = {}
-    for name, messages in CONVERSATIONS.items():
-        messages = [*messages[:-2], {"role": "assistant", "content": replies[messages[-2]]["text"]}, messages[-1]] \
-            if isinstance(messages[-2], str) else messages
+
+    def reply(messages):
         events = list(llm.chat(messages, max_tokens=3))
-        replies[name] = {"tokens": [e.token for e in events if e.token is not None],
-                         "text": "".join(e.text for e in events)}
+        return {"tokens": [e.token for e in events if e.token is not None], "text": "".join(e.text for e in events)}
+
+    replies = {"a1": reply(A1), "b1": reply(B1)}
+    replies["b2"] = reply(second_turn(replies["b1"]["text"]))
     llm.device.close()
     return replies
 
@@ -104,44 +112,65 @@ def test_two_pages_share_one_engine_and_hand_over(server, context, native):
     lead, follow = leader.evaluate("engine.info"), follower.evaluate("engine.info")
     assert lead["sharing"] == follow["sharing"] == "leader-tab", (lead, follow)
     assert lead["leader"] and not follow["leader"]
-    assert lead["engine"] == follow["engine"]  # one worker, one model on the GPU: the follower runs no worker
+    # One worker, one copy of the model on the GPU: the second page runs no worker, and hears the first one's.
+    assert lead["engine"] == follow["engine"]
     assert len(leader.workers) == 1 and follower.workers == []
     assert (server.log.model_bytes, len(server.log.model_requests())) == downloaded  # the second page: nothing
 
     # Both pages ask at once: the engine takes the requests in turn, and each page gets its own reply, the one the
     # native engine gives (greedy).
-    start(leader, CONVERSATIONS["a1"], "a1")
-    start(follower, CONVERSATIONS["b1"], "b1")
+    start(leader, A1, "a1")
+    start(follower, B1, "b1")
     a1, b1 = result(leader, "a1"), result(follower, "b1")
     assert a1["tokens"] == native["a1"]["tokens"] and b1["tokens"] == native["b1"]["tokens"], (a1, b1, native)
     assert len(a1["tokens"]) == len(b1["tokens"]) == 3
 
-    # The page that runs the engine closes: the other takes it over, and its conversation goes on.
+    # The page that runs the engine closes while the other's reply streams: that reply ends with "handover"; the
+    # other page takes the engine over, and its conversation goes on.
+    follower.evaluate("""() => { (async () => {
+      const stream = await engine.completions.create({ prompt: "Once upon a time", max_tokens: 64, ignore_eos: true,
+                                                      stream: true });
+      try {
+        for await (const chunk of stream) window.streaming = true;
+        window.cut = "finished";
+      } catch (error) {
+        window.cut = error.code;
+      }
+    })(); }""")
+    follower.wait_for_function("window.streaming")
     leader.close()
+    follower.wait_for_function("window.cut")
+    assert follower.evaluate("window.cut") == "handover"
     follower.wait_for_function("engine.info.leader")
     assert len(follower.workers) == 1
-    b2_messages = [*CONVERSATIONS["b1"], {"role": "assistant", "content": b1["text"]}, CONVERSATIONS["b2"][-1]]
-    start(follower, b2_messages, "b2")
+    start(follower, second_turn(b1["text"]), "b2")
     b2 = result(follower, "b2")
     assert b2["tokens"] == native["b2"]["tokens"] and len(b2["tokens"]) == 3, (b2, native["b2"])
-    assert follower.evaluate("engine.info.engine") != lead["engine"]  # a new worker, from OPFS:
+    assert follower.evaluate("engine.info.engine") != lead["engine"]  # a new worker, the model from OPFS:
     assert (server.log.model_bytes, len(server.log.model_requests())) == downloaded  # still the one download
 
 
 def test_without_web_locks_or_with_shared_false_each_page_runs_its_own_engine(server, context):
-    """The element's view of it: llm-ready's detail is engine.info."""
-    no_locks = context.new_page()
-    no_locks.add_init_script("delete Navigator.prototype.locks;")
-    no_locks.goto(f"{server.url}/element.html")
-    no_locks.wait_for_function("window.infos.length")
-    (info,) = no_locks.evaluate("window.infos")
-    assert info.get("sharing") == "private", info
-    assert "Web Locks" in info["sharingReason"] and len(no_locks.workers) == 1
-
-    opted_out = context.new_page()
-    opted_out.goto(f"{server.url}/element-private.html")
-    opted_out.wait_for_function("window.infos.length")
-    (other,) = opted_out.evaluate("window.infos")
-    assert other.get("sharing") == "private", other
-    assert "shared: false" in other["sharingReason"] and len(opted_out.workers) == 1
-    assert other["engine"] != info["engine"], json.dumps([info, other])[:300]
+    """Which engine a page gets is settled before its model loads, so a model that is not there keeps this quick:
+    each page below runs a worker of its own (a page that shares an engine runs none, as above)."""
+    pages = {"no-locks": "/missing.html", "opted-out": "/missing.html?shared=false",
+             "opted-out-too": "/missing.html?shared=false", "element": "/element-missing.html"}
+    seen = {}
+    for name, path in pages.items():
+        page = context.new_page()
+        if name == "no-locks":
+            page.add_init_script("delete Navigator.prototype.locks;")
+        page.goto(f"{server.url}{path}")
+        page.wait_for_function("window.done")
+        seen[name] = page.evaluate("window.done")
+        assert seen[name]["code"] == "not-found" and len(page.workers) == 1, (name, seen[name])
+        if name == "opted-out":
+            kept = page  # open beside the next page: two pages opted out, two workers at once
+            continue
+        page.close()  # a worker still starting Python would slow the next pages
+        if name == "opted-out-too":
+            assert len(kept.workers) == 1
+            kept.close()
+    assert seen["no-locks"]["sharing"] == "private" and "Web Locks" in seen["no-locks"]["reason"], seen
+    for name in ("opted-out", "opted-out-too", "element"):
+        assert seen[name]["sharing"] == "private" and "shared: false" in seen[name]["reason"], seen

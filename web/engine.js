@@ -204,6 +204,16 @@ export class Engine extends EventTarget {
     this.dispatchEvent(new CustomEvent(type, { detail }));
   }
 
+  // How this page reaches its engine, known before the model is in: "leader-tab" (shared by the tabs of this site)
+  // or "private", and why; null in remote mode. engine.info repeats them once the model is loaded.
+  get sharing() {
+    return this.link?.sharing ?? null;
+  }
+
+  get sharingReason() {
+    return this.link?.reason ?? null;
+  }
+
   // The GPU bridge's counters (pipelines, uploads, replays and their milliseconds); null in remote mode.
   async gpuStats() {
     await this.ready;
