@@ -10,7 +10,7 @@
         x += post_ffw_norm(Wdown · (gelu(Wgate · norm(x)) * (Wup · norm(x))))
         x += post_norm(Wproj · (gelu(Winp_gate · x) * P[l]))
         x *= layer_output_scale                            a one-element tensor, where present
-    logits = cap * tanh(Woutput · norm(x) / cap)          cap = final_logit_softcapping, where set
+    logits = cap * tanh(Woutput · norm(x) / cap)          cap = final_logit_softcapping (30 where absent)
 
 Layers are sliding-window (local: `attention.sliding_window` positions, heads of `key_length_swa`, RoPE over
 `rope.dimension_count_swa` with base `rope.freq_base_swa`) or global (heads of `key_length`, base `rope.freq_base`,
@@ -54,7 +54,7 @@ class Gemma4Config(ModelConfig):
     ffn_lengths: tuple[int, ...]  # per layer
     kv_source: tuple[int, ...]  # per layer: the layer whose K/V cache it attends over (itself, or a shared one)
     n_embd_per_layer: int  # values of each layer's per-layer input (0: none)
-    final_logit_softcapping: float  # 0: none
+    final_logit_softcapping: float  # 0: none; 30 where the file sets none, as llama.cpp reads it
 
     @classmethod
     def from_metadata(cls, md: dict, where: str = "model") -> "Gemma4Config":
@@ -101,7 +101,8 @@ class Gemma4Config(ModelConfig):
                    rope_base_local=m.get("rope.freq_base_swa", 10000.0, float, above=0.0),
                    kv_heads=kv_heads, ffn_lengths=ffn, kv_source=tuple(sources),
                    n_embd_per_layer=m.get("embedding_length_per_layer_input", minimum=0),
-                   final_logit_softcapping=m.get("final_logit_softcapping", 0.0, float, minimum=0.0))
+                   # llama.cpp caps at 30 when the file names no cap (Gemma 4's value)
+                   final_logit_softcapping=m.get("final_logit_softcapping", 30.0, float, minimum=0.0))
 
     def layer_head_dim(self, i: int) -> int:
         return self.head_dim_local if self.local_layers[i] else self.head_dim
