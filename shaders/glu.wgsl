@@ -1,11 +1,13 @@
-// gate[t, c] = act(gate[t, c]) * up[t, c]: the gated unit when gate and up are computed by separate matmuls.
+// gate[t, c] = act(gate[t, c]) * up[t, up_offset + c]: the gated unit when gate and up are computed by separate
+// matmuls; `up` may be a column range of wider rows (Gemma 4 multiplies by one layer's share of its per-layer
+// inputs, all layers' held side by side).
 //!include activation.wgsl
 
 struct Params {
-    cols: u32,  // elements per row
+    cols: u32,       // elements per row of gate
+    up_stride: u32,  // elements between consecutive tokens in up
+    up_offset: u32,  // column of up that column 0 of gate is multiplied by
     _pad0: u32,
-    _pad1: u32,
-    _pad2: u32,
 }
 
 struct Step {
@@ -25,5 +27,5 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
         return;
     }
     let i = t * p.cols + c;
-    gate[i] = gate_act(gate[i]) * up[i];
+    gate[i] = gate_act(gate[i]) * up[t * p.up_stride + p.up_offset + c];
 }

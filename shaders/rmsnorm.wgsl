@@ -4,6 +4,7 @@
 // One workgroup normalises one segment of one token. Each invocation sums the squares of a strided share and
 // leaves it in workgroup memory; after a single barrier every invocation adds up all the shares itself, in the
 // same order, so it needs one barrier instead of a log2(WG) tree (barriers are what CPU emulators pay for).
+// Without WEIGHTED, g is a stand-in and every g[i] counts as 1 (Gemma 4's value norm has no weight).
 // With SRC = y the kernel works in place: `x` is never read (a stand-in buffer is bound there).
 // With ADD the result is added into y instead of stored: a norm on a branch's output before it joins the residual
 // stream (Gemma's post-attention and post-feed-forward norms).
@@ -29,6 +30,7 @@ struct Step {
 
 const WG: u32 = {{WG}}u;
 const ADD: bool = {{ADD}};
+const WEIGHTED: bool = {{WEIGHTED}};
 
 var<workgroup> shares: array<f32, WG>;
 
@@ -53,7 +55,10 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
     }
     let r = inverseSqrt(total / f32(p.dim) + p.eps);
     for (var i = lid; i < p.dim; i += WG) {
-        let v = {{SRC}}[src + i] * r * g[i];
+        var v = {{SRC}}[src + i] * r;
+        if (WEIGHTED) {
+            v *= g[i];
+        }
         if (ADD) {
             y[dst + i] += v;
         } else {

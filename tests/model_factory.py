@@ -25,7 +25,7 @@ T = gguf.MODEL_TENSOR
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 MERGES = ["h e", "l l", "he ll", "Ġ t", "Ġt h"]
 
-ARCHES = ("llama", "mistral", "qwen2", "qwen3", "smollm3", "gemma3", "phi3", "lfm2")
+ARCHES = ("llama", "mistral", "qwen2", "qwen3", "smollm3", "gemma3", "gemma4", "phi3", "lfm2")
 
 
 # Byte offsets of the f16 fields (scales, mins) in one block of the types written as random blocks.
@@ -93,6 +93,9 @@ def write_model(path: Path, *, arch: str = "llama", label: str | None = None, qt
                 llama3_rope: dict | None = None, sliding_window: int = 0, rope_base_swa: float | None = None,
                 rope_linear: float | None = None, rope_dim: int | None = None, original_context: int | None = None,
                 attention_bias: bool = False, conv_layers: tuple[bool, ...] | None = None, l_cache: int = 3,
+                local_layers: tuple[bool, ...] | None = None, head_dim_swa: int | None = None,
+                n_kv_head_global: int | None = None, shared_kv_layers: int = 0, n_embd_per_layer: int = 0,
+                partial_rotary: float = 0.25, double_wide_mlp: bool = False, softcap: float = 0.0,
                 vocab_size: int | None = None, metadata: dict[str, object] | None = None) -> Path:
     """Write a random model of `arch` as the converter would, under `general.architecture` = `label` (default
     `arch`; a different label writes the same tensors and keys under another architecture name).
@@ -107,7 +110,13 @@ def write_model(path: Path, *, arch: str = "llama", label: str | None = None, qt
       phi3: `rope_dim` < head_dim rotates part of each head; `original_context` adds LongRoPE (long and short
         factors, attention factor from context_length / original_context);
       lfm2: `conv_layers` (per layer: a short-convolution block, else attention; default: all but the last) with
-        `l_cache` taps; `sliding_window` for the attention layers. The output is always tied.
+        `l_cache` taps; `sliding_window` for the attention layers. The output is always tied;
+      gemma4: `local_layers` (per layer: sliding-window, else global; default five local, then one global) with
+        heads of `head_dim_swa` (default head_dim) and base `rope_base_swa`; global layers with `n_kv_head_global`
+        K/V heads (default n_kv_head) and proportional RoPE over `partial_rotary` of the head; the last
+        `shared_kv_layers` layers without K/V of their own (their unused k/v tensors written all the same, as the
+        converter does; double-width feed-forward there with `double_wide_mlp`); per-layer inputs of
+        `n_embd_per_layer` values; final logit soft-capping at `softcap`; a layer_output_scale per layer.
     `vocab_size` pads the vocabulary with unreachable tokens to that size (a realistic output projection for speed
     measurements).
     `metadata` overwrites keys after the converter's are written (a value, kept in the type the key had, or a
@@ -118,9 +127,13 @@ def write_model(path: Path, *, arch: str = "llama", label: str | None = None, qt
         raise ValueError(f"no tiny-model recipe for '{arch}'")
     for option, value, owners in (("llama3_rope", llama3_rope, ("llama", "mistral", "smollm3")),
                                   ("attention_bias", attention_bias, ("llama", "mistral", "smollm3")),
-                                  ("sliding_window", sliding_window, ("gemma3", "phi3", "lfm2")),
+                                  ("sliding_window", sliding_window, ("gemma3", "gemma4", "phi3", "lfm2")),
+                                  ("local_layers", local_layers, ("gemma4",)),
+                                  ("shared_kv_layers", shared_kv_layers, ("gemma4",)),
+                                  ("n_embd_per_layer", n_embd_per_layer, ("gemma4",)),
+                                  ("softcap", softcap, ("gemma3", "gemma4")),
                                   ("conv_layers", conv_layers, ("lfm2",)),
-                                  ("rope_base_swa", rope_base_swa, ("gemma3",)),
+                                  ("rope_base_swa", rope_base_swa, ("gemma3", "gemma4")),
                                   ("rope_linear", rope_linear, ARCHES[:-1]),  # Phi-3's converter writes none
                                   ("rope_dim", rope_dim, ("phi3",)), ("original_context", original_context, ("phi3",))):
         if value and arch not in owners:
@@ -131,6 +144,11 @@ def write_model(path: Path, *, arch: str = "llama", label: str | None = None, qt
         conv_layers = tuple(conv_layers or [i < n_layer - 1 for i in range(n_layer)])
         if len(conv_layers) != n_layer or tied is False:
             raise ValueError("lfm2: one conv_layers flag per layer; the output is tied")
+    if arch == "gemma4":  # always a window (llama.cpp requires the key); the last layer global by default
+        local_layers = tuple(local_layers or [i % 6 < 5 and i < n_layer - 1 for i in range(n_layer)])
+        sliding_window = sliding_window or 16
+        if len(local_layers) != n_layer or rope_linear:
+            raise ValueError("gemma4: one local_layers flag per layer, no linear RoPE scaling")
     qtype = Q[qtype] if isinstance(qtype, str) else qtype
     types = {k: Q[v] if isinstance(v, str) else v for k, v in (types or {}).items()}
     # The converter writes Mistral checkpoints as llama files; `label` can still call them "mistral".
@@ -149,13 +167,24 @@ def write_model(path: Path, *, arch: str = "llama", label: str | None = None, qt
     w.add_block_count(n_layer)
     w.add_context_length(context_length)
     w.add_embedding_length(n_embd)
-    w.add_feed_forward_length(n_ff)
+    gemma4 = arch == "gemma4"
+    if gemma4 and double_wide_mlp:
+        first_shared = n_layer - shared_kv_layers
+        w.add_feed_forward_length([n_ff if i < first_shared else 2 * n_ff for i in range(n_layer)])
+    else:
+        w.add_feed_forward_length(n_ff)
     w.add_head_count(n_head)
-    # LFM2's converter writes one K/V head count per layer, 0 for a convolution layer.
-    w.add_head_count_kv([0 if c else n_kv_head for c in conv_layers] if arch == "lfm2" else n_kv_head)
+    # LFM2's converter writes one K/V head count per layer, 0 for a convolution layer; Gemma 4's one per layer when
+    # global layers have their own count.
+    if arch == "lfm2":
+        w.add_head_count_kv([0 if c else n_kv_head for c in conv_layers])
+    elif gemma4 and n_kv_head_global is not None:
+        w.add_head_count_kv([n_kv_head if lc else n_kv_head_global for lc in local_layers])
+    else:
+        w.add_head_count_kv(n_kv_head)
     w.add_layer_norm_rms_eps(norm_eps)
     w.add_rope_freq_base(rope_base)
-    if head_dim is not None or arch == "gemma3":  # Gemma 3's converter always writes the head size
+    if head_dim is not None or arch in ("gemma3", "gemma4"):  # Gemma's converters always write the head size
         w.add_key_length(hd)
         w.add_value_length(hd)
     if arch in ("llama", "mistral", "smollm3", "lfm2"):
@@ -167,8 +196,20 @@ def write_model(path: Path, *, arch: str = "llama", label: str | None = None, qt
             w.add_sliding_window(sliding_window)
     if arch == "gemma3" and sliding_window:  # absent when every layer is global (sliding_window_pattern 1)
         w.add_sliding_window(sliding_window)
-    if arch == "gemma3" and rope_base_swa is not None:
+    if arch in ("gemma3", "gemma4") and rope_base_swa is not None:
         w.add_rope_freq_base_swa(rope_base_swa)
+    if softcap:
+        w.add_final_logit_softcapping(softcap)
+    if arch == "gemma4":
+        hd_swa = head_dim_swa or hd
+        w.add_sliding_window(sliding_window)
+        w.add_shared_kv_layers(shared_kv_layers)
+        w.add_embedding_length_per_layer_input(n_embd_per_layer)
+        w.add_sliding_window_pattern(list(local_layers))
+        w.add_key_length_swa(hd_swa)
+        w.add_value_length_swa(hd_swa)
+        w.add_rope_dimension_count(hd)
+        w.add_rope_dimension_count_swa(hd_swa)
     if rope_linear is not None:
         w.add_rope_scaling_type(gguf.RopeScalingType.LINEAR)
         w.add_rope_scaling_factor(rope_linear)
@@ -228,6 +269,16 @@ def write_model(path: Path, *, arch: str = "llama", label: str | None = None, qt
 
     q_dim, kv_dim = n_head * hd, n_kv_head * hd
     matrix(T.TOKEN_EMBD, len(vocab), n_embd, scale=1.0)
+    if arch == "gemma4":
+        # Proportional RoPE: the pairs past partial_rotary of the head are held still by a divisor of 1e30. Only the
+        # global layers read it (llama.cpp loads no file with a tensor nothing reads).
+        rotated = int(hd * partial_rotary / 2)
+        if not all(local_layers):
+            w.add_tensor(name(T.ROPE_FREQS), np.array([1.0] * rotated + [1e30] * (hd // 2 - rotated), np.float32))
+        if n_embd_per_layer:
+            matrix(T.PER_LAYER_TOKEN_EMBD, len(vocab), n_layer * n_embd_per_layer, scale=1.0)
+            matrix(T.PER_LAYER_MODEL_PROJ, n_layer * n_embd_per_layer, n_embd)
+            vector(T.PER_LAYER_PROJ_NORM, n_embd_per_layer)
     if llama3_rope is not None:
         w.add_tensor(name(T.ROPE_FREQS), llama3_rope_factors(hd, rope_base, **llama3_rope))
     if arch == "phi3" and original_context is not None:
@@ -238,6 +289,10 @@ def write_model(path: Path, *, arch: str = "llama", label: str | None = None, qt
         w.add_tensor(name(T.ROPE_FACTORS_LONG), long.astype(np.float32))
         w.add_tensor(name(T.ROPE_FACTORS_SHORT), short.astype(np.float32))
     for i in range(n_layer):
+        if arch == "gemma4":  # per-layer head size and K/V head count
+            hd = (head_dim_swa or head_dim or n_embd // n_head) if local_layers[i] else head_dim or n_embd // n_head
+            kv_dim = (n_kv_head if local_layers[i] or n_kv_head_global is None else n_kv_head_global) * hd
+            q_dim = n_head * hd
         vector(T.ATTN_NORM, n_embd, i)
         if arch == "lfm2" and conv_layers[i]:
             # The converter squeezes the (n_embd, 1, l_cache) depthwise kernel to (n_embd, l_cache); it stays F32.
@@ -253,24 +308,32 @@ def write_model(path: Path, *, arch: str = "llama", label: str | None = None, qt
         if arch == "qwen2" or attention_bias:
             for kind, size in ((T.ATTN_Q, q_dim), (T.ATTN_K, kv_dim), (T.ATTN_V, kv_dim)):
                 vector(kind, size, i, mean=0.0, suffix="bias")
-        if arch in ("qwen3", "gemma3") or arch == "lfm2" and not conv_layers[i]:
+        if arch in ("qwen3", "gemma3", "gemma4") or arch == "lfm2" and not conv_layers[i]:
             vector(T.ATTN_Q_NORM, hd, i)
             vector(T.ATTN_K_NORM, hd, i)
         if not (arch == "lfm2" and conv_layers[i]):
             matrix(T.ATTN_OUT, n_embd, q_dim, i)
         if attention_bias:
             vector(T.ATTN_OUT, n_embd, i, mean=0.0, suffix="bias")
-        if arch == "gemma3":
+        if arch in ("gemma3", "gemma4"):
             vector(T.ATTN_POST_NORM, n_embd, i)
-        vector(T.FFN_PRE_NORM if arch == "gemma3" else T.FFN_NORM, n_embd, i)  # both named blk.N.ffn_norm
+        gemma = arch in ("gemma3", "gemma4")
+        vector(T.FFN_PRE_NORM if gemma else T.FFN_NORM, n_embd, i)  # both named blk.N.ffn_norm
+        ff = 2 * n_ff if arch == "gemma4" and double_wide_mlp and i >= n_layer - shared_kv_layers else n_ff
         if arch == "phi3":
-            matrix(T.FFN_UP, 2 * n_ff, n_embd, i)  # [gate; up]
+            matrix(T.FFN_UP, 2 * ff, n_embd, i)  # [gate; up]
         else:
-            matrix(T.FFN_GATE, n_ff, n_embd, i)
-            matrix(T.FFN_UP, n_ff, n_embd, i)
-        matrix(T.FFN_DOWN, n_embd, n_ff, i)
-        if arch == "gemma3":
+            matrix(T.FFN_GATE, ff, n_embd, i)
+            matrix(T.FFN_UP, ff, n_embd, i)
+        matrix(T.FFN_DOWN, n_embd, ff, i)
+        if gemma:
             vector(T.FFN_POST_NORM, n_embd, i)
+        if arch == "gemma4":
+            if n_embd_per_layer:
+                matrix(T.PER_LAYER_INP_GATE, n_embd_per_layer, n_embd, i)
+                matrix(T.PER_LAYER_PROJ, n_embd, n_embd_per_layer, i)
+                vector(T.PER_LAYER_POST_NORM, n_embd, i)
+            vector(T.LAYER_OUT_SCALE, 1, i, mean=0.75, std=0.2)
     vector(T.TOKEN_EMBD_NORM if arch == "lfm2" else T.OUTPUT_NORM, n_embd)  # LFM2's final norm
     if not tied:
         matrix(T.OUTPUT, len(vocab), n_embd, scale=n_embd ** -0.5)

@@ -21,8 +21,7 @@ from gpu_util import adapter_gpu  # noqa: F401 (a fixture)
 from llmchat.api import LLM
 from llmchat.engine import Feed
 from llmchat.errors import UnsupportedModelError
-from llmchat.gguf import open_gguf
-from llmchat.models import config_from_metadata, supported
+from llmchat.models import supported
 from model_factory import ARCHES, SPECIALS, vocabulary, write_model
 
 DATA = Path(__file__).parent / "data" / "oracle"
@@ -30,6 +29,11 @@ VARIANTS = {p.stem: json.loads(p.read_text()) for p in sorted(DATA.glob("*.json"
 # Relative tolerance by weight type. Measured on lavapipe: at most 4e-5 with F32 weights, 7e-4 with F16, 1.4e-2
 # with Q8_0 (where llama.cpp is as far from a float64 numpy forward pass: its 8-bit activations).
 TOLERANCE = {"F32": 1e-3, "F16": 1e-2, "Q8_0": 3e-2}
+# Gemma 4's seven layers with two GELUs each (feed-forward and per-layer input gate) carry llama.cpp's f16 GELU table
+# further: against a float64 numpy forward pass with the exact GELU, llama.cpp is 7.6e-4 off on this file (1.3e-4
+# with its table emulated), llmchat 1.5e-3; the two 1.6e-3 apart at most. (On one-layer files llmchat is 1-2e-5 off
+# for Gemma 3 and Gemma 4 alike; unscaled attention scores and logits capped to +-15 make Gemma 4's grow faster.)
+VARIANT_TOLERANCE = {"gemma4": 3e-3}
 STEP = 16  # tokens per step: prompts are fed in several chunks
 
 CASES = [(name, label) for name, v in VARIANTS.items() for label in [None, *v["labels"]]]
@@ -59,7 +63,7 @@ def test_logits_match_llama_cpp(tmp_path, adapter_gpu, name, label):  # noqa: F8
     path = write_model(tmp_path / "m.gguf", **v["params"], label=label)
     if label is None:  # the file llama.cpp read, byte for byte
         assert hashlib.sha256(path.read_bytes()).hexdigest() == v["sha256"], "the gguf writer's output drifted"
-    tol = TOLERANCE[v["params"]["qtype"]]
+    tol = VARIANT_TOLERANCE.get(name, TOLERANCE[v["params"]["qtype"]])
     llm = LLM(str(path), context=v["context"], device=adapter_gpu.device, max_tokens_per_step=STEP)
     assert llm.context == v["context"]
     vocab = llm.config.vocab_size
@@ -82,7 +86,7 @@ def test_logits_match_llama_cpp(tmp_path, adapter_gpu, name, label):  # noqa: F8
                              f"{name} prompt {k} decode position {i}")
 
 
-@pytest.mark.parametrize("arch", ["starcoder2", "olmo2", "qwen35", "gemma4", "lfm2moe"])
+@pytest.mark.parametrize("arch", ["starcoder2", "olmo2", "qwen35", "gemma3n", "lfm2moe"])
 def test_unsupported_architecture_is_refused_by_name(tmp_path, adapter_gpu, arch):  # noqa: F811
     """A file llama.cpp runs but llmchat does not: refused up front, naming the architecture and what is supported."""
     path = tmp_path / f"{arch}.gguf"
@@ -115,10 +119,3 @@ def test_what_llama_cpp_would_compute_differently_is_refused(tmp_path, adapter_g
                        attention_bias=True)
     with pytest.raises(UnsupportedModelError, match=r"blk\.0\.attn_output\.bias"):
         LLM(str(path), device=adapter_gpu.device)
-    # Gemma's final logit soft-capping, which llama.cpp applies when the key is present.
-    path = write_model(tmp_path / "gemma.gguf", **VARIANTS["gemma3"]["params"])
-    with open_gguf(str(path)) as f:
-        md = dict(f.metadata)
-    config_from_metadata(md)
-    with pytest.raises(UnsupportedModelError, match="soft-capping"):
-        config_from_metadata(md | {"gemma3.final_logit_softcapping": 30.0})

@@ -54,3 +54,22 @@ def test_gate_times_up_apart(gpu: Gpu, rng, act: str):
     got = gpu.read(ga)
     assert np.isfinite(got).all()
     assert_close(got, REFERENCE[act](g) * u, what=act)
+
+
+def test_gate_times_a_column_range_of_up(gpu: Gpu, rng):
+    """Gemma 4's per-layer inputs: gelu(gate) times one layer's columns of rows holding every layer's."""
+    n_tokens, cols, layers = 4, 48, 5
+    g = f32_values(rng.standard_normal((n_tokens, cols)) * 4)
+    u = f32_values(rng.standard_normal((n_tokens, cols * layers)))
+    for layer in (0, 3, layers - 1):
+        rec = gpu.recorder(n_tokens)
+        ga = gpu.act(rec, "gate", g)
+        ops.mul_gate(rec, ga, gpu.act(rec, "up", u), act="gelu", up_offset=layer * cols)
+        gpu.run(rec)
+        assert_close(gpu.read(ga), gelu(g) * u[:, layer * cols:(layer + 1) * cols], what=f"layer {layer}")
+    with pytest.raises(ValueError, match="overrun"):
+        ops.mul_gate(rec, ga, gpu.act(rec, "up", u), up_offset=cols * layers - 1)
+
+
+def f32_values(a: np.ndarray) -> np.ndarray:
+    return a.astype(np.float32).astype(np.float64)

@@ -104,6 +104,20 @@ def test_rmsnorm_adds_into_the_residual_stream(gpu: Gpu, rng):
         ops.rmsnorm(rec, ya, upload(gpu, g.astype(np.float32), "g"), ya, 1e-6, add=True)
 
 
+def test_rmsnorm_without_weight(gpu: Gpu, rng):
+    """Gemma 4's value norm: per-head RMSNorm with no weight, in place on the v part of qkv."""
+    n_head, n_kv, hd, n_tokens = 4, 2, 32, 3
+    qkv = f32(rng.standard_normal((n_tokens, (n_head + 2 * n_kv) * hd)) * 3)
+    rec = gpu.recorder(n_tokens)
+    qa = gpu.act(rec, "qkv", qkv)
+    ops.rmsnorm(rec, qa, None, qa, 1e-6, dim=hd, groups=n_kv, offset=(n_head + n_kv) * hd)
+    gpu.run(rec)
+    want = qkv.copy()
+    v = slice((n_head + n_kv) * hd, None)
+    want[:, v] = ref.rmsnorm(qkv[:, v].reshape(n_tokens, n_kv, hd), np.ones(hd), 1e-6).reshape(n_tokens, -1)
+    assert_close(gpu.read(qa), want, rel=NORM_REL, abs_=0.0)
+
+
 # -- RoPE + store ----------------------------------------------------------------------------------------------------
 
 def llama3_factors(rope_dim: int, freq_base: float, factor: float = 8.0, low: float = 1.0, high: float = 4.0,
@@ -205,3 +219,38 @@ def test_rope_turn_table_beats_f32_radians():
     wrap = lambda a: (a + math.pi) % (2 * math.pi) - math.pi  # noqa: E731
     assert np.abs(wrap(naive - exact)).max() > 5e-4
     assert np.abs(wrap(turns * 2 * math.pi - exact)).max() < 1e-9
+
+
+def test_rope_without_store_rotates_q_only(gpu: Gpu, rng):
+    """A layer that reads another layer's cache: its q heads rotate, its k and v columns and the caches stay."""
+    n_head, n_kv, hd, rope_dim = 4, 1, 64, 64
+    infos = [(0, 5), (1, 17), (0, 6)]
+    n_tokens = len(infos)
+    cache = PagedCache.scattered(rng, {0: [5, 6], 1: [17]}, n_slots=2, max_blocks=2, n_kv_head=n_kv, head_dim=hd)
+    heads = n_head + 2 * n_kv
+    qkv = f32(rng.standard_normal((n_tokens, heads * hd)))
+    rec = gpu.recorder(n_tokens)
+    qa = gpu.act(rec, "qkv", qkv)
+    k_buf, v_buf, table = cache.upload(gpu)
+    ops.rope_store(rec, qa, token_infos(gpu, infos, n_tokens), k_buf, v_buf, table, n_head=n_head, n_kv_head=n_kv,
+                   head_dim=hd, rope_dim=rope_dim, freq_base=10000.0, neox=True, max_blocks=2, kv_type="f32",
+                   store=False)
+    gpu.run(rec)
+    heads_in = qkv.reshape(n_tokens, heads, hd)
+    rotated = ref.rope(heads_in[:, :n_head], np.array([p for _, p in infos]), rope_dim=rope_dim, freq_base=10000.0,
+                       freq_scale=1.0, neox=True, factors=None)
+    got = gpu.read(qa)
+    assert_close(got[:, :n_head * hd], rotated.reshape(n_tokens, -1), rel=0.0, abs_=ROPE_ABS * np.abs(qkv).max())
+    assert (got[:, n_head * hd:] == qkv[:, n_head * hd:]).all(), "k or v columns changed"
+    got_k, got_v = cache.read(gpu, k_buf, v_buf)
+    for name, got_c, was in (("k", got_k, cache.k), ("v", got_v, cache.v)):
+        assert np.array_equal(got_c, was.astype(np.float32), equal_nan=True), f"the {name} cache was written"
+
+
+def test_rope_proportional_factors(gpu: Gpu, rng):
+    """Gemma 4's global layers: frequencies over the whole head, the last pairs held still by divisors of 1e30."""
+    hd = 128
+    factors = f32(np.array([1.0] * 16 + [1e30] * (hd // 2 - 16)))
+    infos = [(0, 3), (0, 4000), (1, 32000), (1, 9)]
+    run_rope(gpu, rng, infos, n_head=2, n_kv=1, hd=hd, rope_dim=hd, neox=True, freq_base=1e6, factors=factors,
+             tol=ROPE_FACTORS_ABS)

@@ -79,6 +79,27 @@ VARIANTS: dict[str, dict] = {
                                       seed=12, rope_base=1e6, rope_base_swa=1e4, norm_eps=1e-6,
                                       context_length=32768),
                           context=256, prompts=[40, 6]),
+    # Local layers (heads of 16, two K/V heads, an 8-position window, base 1e4) and global ones (heads of 32, one
+    # K/V head, proportional RoPE over a quarter of the head, base 1e6); the last three layers read the caches of
+    # layers 2 (local) and 3 (global); per-layer inputs of 32 values, layer output scales, soft-capped logits.
+    "gemma4": dict(params=dict(arch="gemma4", qtype="F32", n_embd=64, n_head=4, n_kv_head=2, n_kv_head_global=1,
+                               head_dim=32, head_dim_swa=16, n_ff=96, n_layer=7,
+                               local_layers=(True, False, True, False, True, True, False), shared_kv_layers=3,
+                               n_embd_per_layer=32, tied=True, seed=14, rope_base=1e6, rope_base_swa=1e4,
+                               sliding_window=8, norm_eps=1e-6, softcap=15.0, context_length=32768),
+                   context=256, prompts=[40, 6]),
+    # F16 weights, double-width feed-forward in the shared layers, its own output projection, no per-layer inputs.
+    "gemma4-f16": dict(params=dict(arch="gemma4", qtype="F16", n_embd=64, n_head=4, n_kv_head=1, head_dim=32,
+                                   head_dim_swa=32, n_ff=96, n_layer=6,
+                                   local_layers=(True, True, True, False, True, False), shared_kv_layers=2,
+                                   double_wide_mlp=True, tied=False, seed=15, rope_base=1e6, rope_base_swa=1e4,
+                                   sliding_window=8, norm_eps=1e-6, softcap=30.0, context_length=32768),
+                       context=256, prompts=[64, 11]),
+    # Final logit soft-capping (the converter writes it where the checkpoint has one).
+    "gemma3-softcap": dict(params=dict(arch="gemma3", qtype="F32", **SMALL, head_dim=32, n_layer=3, tied=True,
+                                       seed=16, rope_base=1e6, rope_base_swa=1e4, sliding_window=8, norm_eps=1e-6,
+                                       softcap=10.0, context_length=32768),
+                           context=256, prompts=[40, 6]),
     # LongRoPE, trained for 256 positions and extended to 1024. llama.cpp rounds contexts up to 256, so the
     # original length is 256: a 256-position context uses the short factors, a 512-position one the long factors.
     "phi3-short": dict(params=dict(arch="phi3", qtype="F32", n_embd=64, n_head=4, n_kv_head=4, n_ff=96, tied=False,

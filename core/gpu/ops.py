@@ -92,13 +92,36 @@ def gather_rows(rec: Recorder, x: Act, rows, y: Act) -> None:
             Traffic(reads=y.rows * (x.cols * F32 + 4), writes=y.rows * x.cols * F32))
 
 
-def mul_gate(rec: Recorder, gate: Act, up: Act, act: str = "silu") -> None:
-    """gate = act(gate) * up, in place; used when gate and up weights could not be stacked into one matmul."""
+def mul_gate(rec: Recorder, gate: Act, up: Act, act: str = "silu", up_offset: int = 0) -> None:
+    """gate = act(gate) * up[:, up_offset:up_offset + gate.cols], in place; used when gate and up weights could not
+    be stacked into one matmul, and where `up` is one layer's columns of a wider activation."""
+    if up_offset + gate.cols > up.cols:
+        raise ValueError(f"gate rows of {gate.cols} at column {up_offset} overrun up rows of {up.cols}")
     kernel = rec.kernels.get("glu.wgsl", ACT=ACTIVATIONS[act])
-    params = rec.params("glu", "4I", gate.cols, 0, 0, 0)
+    params = rec.params("glu", "4I", gate.cols, up.cols, up_offset, 0)
     size = gate.rows * gate.cols * F32
     rec.add(kernel, (params, rec.step, gate.buffer, up.buffer), (cdiv(gate.cols, 64), gate.rows, 1),
             Traffic(reads=2 * size, writes=size))
+
+
+def scale_by(rec: Recorder, x: Act, factor: Weight | Buffer) -> None:
+    """x *= factor[0] for the step's tokens, in place: a scalar the model holds as a one-element tensor."""
+    _pointwise(rec, x, 0, 0.0, _vector(factor, 1, "scale"), rec.step)
+
+
+def softcap(rec: Recorder, y: Act, cap: float, *, rows_from: Buffer | None = None) -> None:
+    """y = cap * tanh(y / cap) in place for the first n rows, n the first u32 of `rows_from` (default: the step's
+    token count): final logit soft-capping."""
+    if not cap > 0:
+        raise ValueError(f"a soft cap must be positive, not {cap}")
+    _pointwise(rec, y, 1, cap, rec.empty(), rows_from or rec.step)
+
+
+def _pointwise(rec: Recorder, y: Act, mode: int, cap: float, s: Buffer, count: Buffer) -> None:
+    kernel = rec.kernels.get("pointwise.wgsl", MODE=mode)
+    params = rec.params("pointwise", "3If", y.cols, 0, 0, cap)
+    size = y.rows * y.cols * F32
+    rec.add(kernel, (params, count, y.buffer, s), (cdiv(y.cols, 64), y.rows, 1), Traffic(reads=size, writes=size))
 
 
 # -- normalisation, rotary embedding, attention and sampling ---------------------------------------------------------
@@ -123,11 +146,11 @@ def _vector(v: Weight | Buffer, n: int, what: str) -> Buffer:
     return v
 
 
-def rmsnorm(rec: Recorder, x: Act, weight: Weight | Buffer, y: Act, eps: float, *, dim: int | None = None,
+def rmsnorm(rec: Recorder, x: Act, weight: Weight | Buffer | None, y: Act, eps: float, *, dim: int | None = None,
             groups: int = 1, offset: int = 0, add: bool = False) -> None:
     """y = x / sqrt(mean(x^2) + eps) * weight over each of `groups` segments of `dim` elements (default: the whole
     row) starting at column `offset` of every token; several segments give per-head norms. `y` may be `x`.
-    With `add` the result is added into y (y += ...), which cannot be done in place."""
+    With `add` the result is added into y (y += ...), which cannot be done in place. `weight` None: no weight."""
     dim = x.cols if dim is None else dim
     if offset + groups * dim > min(x.cols, y.cols):
         raise ValueError(f"rmsnorm of {groups} x {dim} elements at column {offset} overruns rows of {x.cols}/{y.cols}")
@@ -137,10 +160,12 @@ def rmsnorm(rec: Recorder, x: Act, weight: Weight | Buffer, y: Act, eps: float, 
     if in_place and add:
         raise ValueError("an rmsnorm that adds into y cannot also read y")
     wg = NORM_WG_SOFTWARE if rec.device.info.software else NORM_WG
-    kernel = rec.kernels.get("rmsnorm.wgsl", WG=wg, SRC="y" if in_place else "x", ADD=_wgsl_bool(add))
+    kernel = rec.kernels.get("rmsnorm.wgsl", WG=wg, SRC="y" if in_place else "x", ADD=_wgsl_bool(add),
+                             WEIGHTED=_wgsl_bool(weight is not None))
     params = rec.params("rmsnorm", "5If", dim, groups, offset, x.cols, y.cols, eps)
     # In place, `x` is not read; a stand-in keeps the layout (binding y twice would alias a writable binding).
-    bindings = (params, rec.step, _vector(weight, dim, "norm weight"), y.buffer, rec.empty() if in_place else x.buffer)
+    g = rec.empty() if weight is None else _vector(weight, dim, "norm weight")
+    bindings = (params, rec.step, g, y.buffer, rec.empty() if in_place else x.buffer)
     size = x.rows * groups * dim * F32
     rec.add(kernel, bindings, (groups, x.rows, 1), Traffic(reads=size * (2 if add else 1) + dim * F32, writes=size))
 
@@ -163,8 +188,11 @@ def rope_turns(rope_dim: int, freq_base: float, freq_scale: float = 1.0) -> list
 def rope_store(rec: Recorder, qkv: Act, tokens: Binding, k_cache: Buffer, v_cache: Buffer, block_table: Buffer, *,
                n_head: int, n_kv_head: int, head_dim: int, rope_dim: int, freq_base: float, freq_scale: float = 1.0,
                neox: bool, freqs: Weight | Buffer | None = None, mscale: float = 1.0, max_blocks: int,
-               kv_type: str | None = None) -> None:
+               kv_type: str | None = None, store: bool = True) -> None:
     """Rotate q and k of every token in place in `qkv` and store k and v in the paged cache at the token's position.
+
+    `store` False rotates q only and writes nothing to the caches (bound but untouched): a layer that attends over
+    another layer's cache.
 
     `kv_type` is the cache's element type (KVCache.dtype; default: the adapter's, kvlayout.cache_type).
 
@@ -183,16 +211,18 @@ def rope_store(rec: Recorder, qkv: Act, tokens: Binding, k_cache: Buffer, v_cach
     kernel = rec.kernels.get("rope_store.wgsl", FREQ_VEC4=len(words) // 4, HAS_FACTORS=str(freqs is not None).lower(),
                              BLOCK_TOKENS=BLOCK_TOKENS,
                              **kvlayout.shader_values(cache))
-    params = rec.params("rope", f"7If{len(words)}I", n_head, n_kv_head, head_dim, rope_dim, qkv.cols, max_blocks,
+    # The kernel's heads past the query heads are the ones it rotates into and stores to the cache: none here.
+    stored = n_kv_head if store else 0
+    params = rec.params("rope", f"7If{len(words)}I", n_head, stored, head_dim, rope_dim, qkv.cols, max_blocks,
                         int(neox), mscale, *words)
     factors = rec.empty() if freqs is None or not rope_dim else _vector(freqs, rope_dim // 2, "rope frequency factors")
-    heads = n_head + 2 * n_kv_head
+    heads = n_head + 2 * stored
     # q and k are rotated in place; k and v are stored into the cache.
-    kv_row = 2 * n_kv_head * head_dim * kvlayout.CACHE_TYPES[cache]
+    kv_row = 2 * stored * head_dim * kvlayout.CACHE_TYPES[cache]
     rec.add(kernel, (params, rec.step, qkv.buffer, tokens, k_cache, v_cache, block_table, factors),
             (cdiv(heads * head_dim // 2, 64), qkv.rows, 1),
             Traffic(reads=qkv.rows * (heads * head_dim * F32 + 16),
-                    writes=qkv.rows * ((n_head + n_kv_head) * head_dim * F32 + kv_row)))
+                    writes=qkv.rows * ((n_head + stored) * head_dim * F32 + kv_row)))
 
 
 FLASH_WG = 64  # lanes per flash-attention workgroup

@@ -7,6 +7,7 @@
         x += post_attention_norm(Wo · attention(q * scale, k, v))
         x += post_ffw_norm(Wdown · (gelu(Wgate · norm(x)) * (Wup · norm(x))))
     logits = Woutput · norm(x)                           (output tied to the embedding table)
+    logits = cap * tanh(logits / cap)                    where the file sets final_logit_softcapping
 
 Layers alternate between sliding-window (local) attention over the last `sliding_window` positions, with their
 own RoPE base, and global attention: five local layers, then one global, by default (all global when the file has
@@ -20,7 +21,7 @@ import math
 from dataclasses import dataclass
 
 from ..config import Metadata, ModelConfig
-from ..errors import ModelMetadataError, UnsupportedModelError
+from ..errors import ModelMetadataError
 from ..gpu import ops
 from ..gpu.device import Buffer
 from ..gpu.recorder import Act, Recorder
@@ -38,6 +39,7 @@ class Gemma3Config(ModelConfig):
     local_layers: tuple[bool, ...]  # per layer: sliding-window attention (else global)
     rope_base_local: float  # RoPE base of the local layers; global ones use rope_base (and rope_freq_scale)
     attention_scale: float  # applied to q·k
+    final_logit_softcapping: float  # 0: none
 
     @classmethod
     def from_metadata(cls, md: dict, where: str = "model") -> "Gemma3Config":
@@ -58,13 +60,12 @@ class Gemma3Config(ModelConfig):
             # Every period-th layer is global; a period of 0 makes them all local (as llama.cpp reads it).
             period = m.get("attention.sliding_window_pattern", 6, minimum=0)
             local = tuple(period == 0 or i % period < period - 1 for i in range(n_layer))
-        if m.get("final_logit_softcapping", 0.0, float, minimum=0.0):
-            raise UnsupportedModelError(f"{where}: final logit soft-capping is not supported yet")
         # llama.cpp recognises the 27B model by its 62 layers; its heads are narrower than n_embd / n_head.
         query_length = common["n_embd"] // common["n_head"] if n_layer == 62 else common["head_dim"]
         return cls(**common, sliding_window=window, local_layers=local,
                    rope_base_local=m.get("rope.freq_base_swa", 10000.0, float, above=0.0),
-                   attention_scale=query_length ** -0.5)
+                   attention_scale=query_length ** -0.5,
+                   final_logit_softcapping=m.get("final_logit_softcapping", 0.0, float, minimum=0.0))
 
     def tensor_shapes(self) -> dict[str, tuple[Dim, ...]]:
         head, embd = self.dim("head_dim"), self.dim("n_embd")
@@ -153,3 +154,5 @@ class Gemma3:
             ops.matmul(rec, blk.ffn_down, ff, branch)
             ops.rmsnorm(rec, branch, blk.post_ffw_norm, x, c.norm_eps, add=True)
         logits(rec, x, acts, self.output, self.output_norm, c.norm_eps, logits_out, fold=self.fold_norms)
+        if c.final_logit_softcapping:
+            ops.softcap(rec, logits_out, c.final_logit_softcapping, rows_from=rec.out_step)

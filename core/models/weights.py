@@ -55,6 +55,11 @@ class WeightLoader:
             raise UnsupportedModelError(f"{self.gguf.name}: this {self.gguf.metadata.get('general.architecture')} "
                                         f"file has tensors llmchat does not use yet: {shown}")
 
+    def skip(self, names: list[str]) -> None:
+        """Tensors of the file, where present, that llama.cpp loads but never computes with: nothing is uploaded,
+        and `check_all_read` counts them as read."""
+        self._read.update(n for n in names if self.has(n))
+
     def weight(self, names: list[str]) -> Weight:
         """One weight made of the tensors `names` stacked by rows (they must share row length and type)."""
         infos = [self._info(n) for n in names]

@@ -1,0 +1,67 @@
+"""Gemma 4 through the engine: sequences batched side by side in uneven chunks equal each alone, token by token,
+across the sliding window and the layers that read another layer's cache (tests/test_arch_oracle.py checks the
+logits themselves against llama.cpp); and the refusals of what llama.cpp runs but llmchat does not (mixture of
+experts, a layer sharing a cache of the other kind). Tolerance as in tests/test_lfm2.py.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gpu_util import gpu  # noqa: F401 (a fixture)
+from llmchat.api import LLM
+from llmchat.engine import Feed
+from llmchat.errors import UnsupportedModelError
+from llmchat.gguf import open_gguf
+from llmchat.models import config_from_metadata
+from model_factory import write_model
+from test_lfm2 import alone, close, prompt
+
+pytestmark = pytest.mark.gpu
+
+PARAMS = json.loads((Path(__file__).parent / "data" / "oracle" / "gemma4.json").read_text())["params"]
+
+
+@pytest.fixture(scope="module")
+def path(tmp_path_factory):
+    return write_model(tmp_path_factory.mktemp("gemma4") / "gemma4.gguf", **PARAMS)
+
+
+def test_three_sequences_batched_equal_each_alone(path, gpu):  # noqa: F811
+    llm = LLM(str(path), context=128, n_slots=4, max_tokens_per_step=16, device=gpu.device)
+    assert llm.engine.kv.k[4] is None and llm.engine.kv.k[3] is not None  # layers 4-6 read layers 2 and 3
+    prompts = [prompt(1, 23), prompt(2, 9), prompt(3, 30)]
+    want = [alone(llm, p) for p in prompts]
+    kv = llm.engine.kv
+    slots = [kv.new_slot() for _ in prompts]
+    try:
+        done = [0, 0, 0]
+        while any(d < len(p) for d, p in zip(done, prompts)):
+            feeds, which = [], []
+            for i, (chunk, p) in enumerate(zip((4, 5, 7), prompts)):
+                if done[i] < len(p):
+                    take = chunk if done[i] < 12 else 1
+                    feeds.append(Feed(slots[i], p[done[i]:done[i] + take], done[i], all_logits=True))
+                    which.append(i)
+            for i, f, out in zip(which, feeds, llm.engine.step(feeds)):
+                rows = np.array(out).reshape(len(f.tokens), -1)
+                close(rows, want[i][f.start:f.start + len(f.tokens)], f"sequence {i} at {f.start}")
+                done[i] += len(f.tokens)
+    finally:
+        for s in slots:
+            kv.free_slot(s)
+
+
+def test_what_llmchat_does_not_run_is_refused(path):
+    with open_gguf(str(path)) as f:
+        md = dict(f.metadata)
+    config_from_metadata(md)
+    with pytest.raises(UnsupportedModelError, match="mixture-of-experts"):
+        config_from_metadata(md | {"gemma4.expert_count": 8})
+    # Shared layers read the last two layers with a cache, which must be a local one and then a global one.
+    pattern = list(md["gemma4.attention.sliding_window_pattern"])
+    with pytest.raises(UnsupportedModelError, match="layer 6 would attend over layer 3"):
+        config_from_metadata(md | {"gemma4.attention.sliding_window_pattern": pattern[:3] + [True] + pattern[4:]})
