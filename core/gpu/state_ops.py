@@ -1,11 +1,15 @@
 """Operations of layers that keep per-sequence state beside the KV cache (`KVCache.state`): the kernels that read
 a slot's state for the first positions of a step and leave it at the step's end. Bindings and `Params` layouts of
-shaders/shortconv.wgsl and shaders/gated_delta.wgsl live here only.
+shaders/shortconv.wgsl, shaders/gated_delta.wgsl and shaders/gated_delta_chunk.wgsl live here only.
 """
 from __future__ import annotations
 
+from . import variants
 from .device import Binding, Buffer
 from .recorder import Act, Recorder, cdiv
+
+CHUNK = 32  # tokens per chunk of the chunked form: its q.k and k.k triangles (C x C f32) fit workgroup memory
+CHUNK_COLS = 32  # key columns per workgroup-memory tile of the chunked form
 
 
 def shortconv(rec: Recorder, bcx: Act, tokens: Binding, conv: Buffer, state: Buffer, y: Act, *, n_embd: int,
@@ -24,16 +28,28 @@ def shortconv(rec: Recorder, bcx: Act, tokens: Binding, conv: Buffer, state: Buf
 
 
 def gated_delta(rec: Recorder, qkv: Act, gb: Act, tokens: Binding, state: Buffer, out: Act, *, n_k_heads: int,
-                n_v_heads: int, head_dim: int, eps: float) -> None:
+                n_v_heads: int, head_dim: int, eps: float, form: str | None = None) -> None:
     """out[t] = the gated delta rule's output for each token, token after token per sequence, moving each slot's
-    n_v_heads x head_dim x head_dim state (see shaders/gated_delta.wgsl): qkv[t] = [q | k | v] (n_k_heads, n_k_heads,
-    n_v_heads heads of head_dim), gb[t] = [g | beta] per value head (g the log of the decay, beta in (0, 1))."""
+    n_v_heads x head_dim x head_dim state: qkv[t] = [q | k | v] (n_k_heads, n_k_heads, n_v_heads heads of
+    head_dim), gb[t] = [g | beta] per value head (g the log of the decay, beta in (0, 1)).
+
+    Two kernels compute it (variants.GATED_DELTA_FORMS): "token" walks each sequence's tokens one by one
+    (shaders/gated_delta.wgsl), "chunk" takes them CHUNK at a time as small matrix products
+    (shaders/gated_delta_chunk.wgsl). The adapter's choice for a program of qkv.rows tokens
+    (variants.Variants.gated_delta_form) runs unless `form` forces one (tests, benchmarks)."""
     if n_v_heads % n_k_heads or qkv.cols < (2 * n_k_heads + n_v_heads) * head_dim or gb.cols < 2 * n_v_heads \
             or out.cols < n_v_heads * head_dim:
         raise ValueError(f"gated delta over {n_k_heads}/{n_v_heads} heads of {head_dim}: qkv {qkv.cols}, gb {gb.cols}, "
                          f"out {out.cols} columns")
-    kernel = rec.kernels.get("gated_delta.wgsl")
+    form = form or variants.variants(rec.device).gated_delta_form(qkv.rows)
+    if form not in variants.GATED_DELTA_FORMS:
+        raise ValueError(f"gated delta form must be one of {variants.GATED_DELTA_FORMS}, not {form!r}")
     params = rec.params("gated_delta", "6I2f", n_k_heads, n_v_heads, head_dim, qkv.cols, gb.cols, out.cols, eps,
                         head_dim ** -0.5)
-    rec.add(kernel, (params, rec.step, qkv.buffer, gb.buffer, tokens, state, out.buffer),
-            (cdiv(head_dim, 64), n_v_heads, qkv.rows))
+    bindings = (params, rec.step, qkv.buffer, gb.buffer, tokens, state, out.buffer)
+    if form == "token":
+        rec.add(rec.kernels.get("gated_delta.wgsl"), bindings, (cdiv(head_dim, 64), n_v_heads, qkv.rows))
+        return
+    wg = min(64, head_dim)
+    kernel = rec.kernels.get("gated_delta_chunk.wgsl", C=CHUNK, B=min(CHUNK_COLS, head_dim), WG=wg)
+    rec.add(kernel, bindings, (cdiv(head_dim, wg), n_v_heads, qkv.rows))

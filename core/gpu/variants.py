@@ -38,6 +38,9 @@ SOFTWARE_MAX_RANGE = 256  # positions one attention invocation may walk on CPU e
 # (attention_flash.wgsl, a workgroup per (token tile, kv group, range) sharing coalesced K/V tile loads).
 ATTENTION_KERNELS = ("invocation", "flash")
 FLASH_PARALLEL = 128  # workgroups flash attention aims for on GPUs before it stops cutting ranges
+# Gated delta rule kernels (state_ops.gated_delta): "token" (gated_delta.wgsl, each sequence's tokens one after
+# another) and "chunk" (gated_delta_chunk.wgsl, chunks of tokens as small matrix products: prefill).
+GATED_DELTA_FORMS = ("token", "chunk")
 
 
 SHAPES = ("lanes", "rowgroup", "tiled")
@@ -190,6 +193,12 @@ class Variants:
         if self.software:
             splits = max(splits, -(-max_context // SOFTWARE_MAX_RANGE))
         return splits
+
+    def gated_delta_form(self, tokens: int) -> str:
+        """The gated delta kernel (GATED_DELTA_FORMS) for a program of `tokens` tokens: "token" for decode (one
+        token a sequence has nothing to chunk), "chunk" for prefill."""
+        return self.choice("gated_delta", "decode" if tokens == 1 else "prefill",
+                           "token" if tokens == 1 else "chunk")
 
     @property
     def split_weights(self) -> bool:
