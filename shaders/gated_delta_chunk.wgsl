@@ -36,18 +36,19 @@ struct Step {
 
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<uniform> step: Step;
-@group(0) @binding(2) var<storage, read> qkv: array<f32>;
+@group(0) @binding(2) var<storage, read> qkv: array<vec4<f32>>;  // strides and heads in multiples of 4
 @group(0) @binding(3) var<storage, read> gb: array<f32>;
 @group(0) @binding(4) var<storage, read> tokens: array<vec4<u32>>;  // (id, position, sequence slot, 0) per token
-@group(0) @binding(5) var<storage, read_write> state: array<f32>;  // [slot][v head][row j][column i]
+@group(0) @binding(5) var<storage, read_write> state: array<vec4<f32>>;  // [slot][v head][row j][column i]
 @group(0) @binding(6) var<storage, read_write> out: array<f32>;
 
 const C: u32 = {{C}}u;    // tokens per chunk
-const B: u32 = {{B}}u;    // key columns per tile
-const WG: u32 = {{WG}}u;  // value rows per workgroup
+const B4: u32 = {{B4}}u;  // key columns per tile, in vec4s
+const R: u32 = {{R}}u;    // value rows per lane: each tile load serves R rows
+const WG: u32 = {{WG}}u;  // lanes per workgroup
 
-var<workgroup> qt: array<f32, C * B>;    // [token][column] of the tile: normalised, scaled queries
-var<workgroup> kt: array<f32, C * B>;    // normalised keys (in the state pass, decayed to the chunk's end)
+var<workgroup> qt: array<vec4<f32>, C * B4>;  // [token][column] of the tile: normalised, scaled queries
+var<workgroup> kt: array<vec4<f32>, C * B4>;  // normalised keys (in the state pass, decayed to the chunk's end)
 var<workgroup> gram: array<f32, C * C>;  // [t][s], s <= t: q_t . k_s, then times D; [s][t], s < t: k_t . k_s,
                                          // then times beta_t D[t][s] (the solve's A, transposed)
 var<workgroup> g_cum: array<f32, C>;     // G_t
@@ -57,10 +58,10 @@ var<workgroup> k_inv: array<f32, C>;     // 1 / |k_t|
 var<workgroup> leads: u32;               // whether the workgroup's token starts its sequence in the step
 var<workgroup> chunk_n: u32;             // tokens in the chunk (lane 0 counts them)
 
-fn inv_norm(base: u32) -> f32 {
+fn inv_norm(base4: u32) -> f32 {
     var sum = 0.0;
-    for (var i = 0u; i < p.head_dim; i++) {
-        sum += qkv[base + i] * qkv[base + i];
+    for (var i = 0u; i < p.head_dim / 4u; i++) {
+        sum += dot(qkv[base4 + i], qkv[base4 + i]);
     }
     return inverseSqrt(sum + p.eps);
 }
@@ -80,21 +81,26 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         return;  // not the first token of its sequence in this step
     }
     let d = p.head_dim;
-    let j = wg.x * WG + lid;
-    let mine = j < d;  // lanes past the head's last row only help with tiles
-    let row = ((slot * p.n_v_heads + h) * d + j) * d;
-    if (mine && tokens[t0].y == 0u) {
-        for (var i = 0u; i < d; i++) {
-            state[row + i] = 0.0;
+    let d4 = d / 4u;
+    let j0 = wg.x * WG * R + lid;  // this lane's rows: j0, j0 + WG, ... (R of them)
+    let head4 = (slot * p.n_v_heads + h) * d * d4;
+    if (tokens[t0].y == 0u) {
+        for (var r = 0u; r < R; r++) {
+            if (j0 + r * WG < d) {
+                for (var i = 0u; i < d4; i++) {
+                    state[head4 + (j0 + r * WG) * d4 + i] = vec4<f32>(0.0);
+                }
+            }
         }
     }
     let kh = h % p.n_k_heads;
-    let q_col = kh * d;
-    let k_col = (p.n_k_heads + kh) * d;
+    let stride4 = p.qkv_stride / 4u;
+    let q_col4 = kh * d4;
+    let k_col4 = (p.n_k_heads + kh) * d4;
     let v_col = 2u * p.n_k_heads * d + h * d;
-    var sk: array<f32, C>;  // S k_t of the chunk's start state, then r_t, then u_t (this lane's row)
-    var sq: array<f32, C>;  // S q_t
-    var sv: array<f32, B>;  // the tile's columns of this lane's state row
+    var sk: array<f32, R * C>;  // [row][token]: S k_t of the chunk's start state, then r_t, then u_t
+    var sq: array<f32, R * C>;  // S q_t
+    var sv: array<vec4<f32>, R * B4>;  // the tile's columns of this lane's state rows (pass 2: their new values)
     var c0 = t0;
     loop {
         if (lid == 0u) {
@@ -108,39 +114,37 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         if (n == 0u) {
             break;
         }
-        for (var c = lid; c < C; c += WG) {
-            if (c < n) {
-                let t = c0 + c;
-                var gsum = 0.0;
-                for (var s = 0u; s <= c; s++) {
-                    gsum += gb[(c0 + s) * p.gb_stride + h];
-                }
-                g_cum[c] = gsum;
-                beta[c] = gb[t * p.gb_stride + p.n_v_heads + h];
-                q_inv[c] = inv_norm(t * p.qkv_stride + q_col) * p.scale;
-                k_inv[c] = inv_norm(t * p.qkv_stride + k_col);
+        for (var c = lid; c < n; c += WG) {
+            let t = c0 + c;
+            var gsum = 0.0;
+            for (var s = 0u; s <= c; s++) {
+                gsum += gb[(c0 + s) * p.gb_stride + h];
             }
+            g_cum[c] = gsum;
+            beta[c] = gb[t * p.gb_stride + p.n_v_heads + h];
+            q_inv[c] = inv_norm(t * stride4 + q_col4) * p.scale;
+            k_inv[c] = inv_norm(t * stride4 + k_col4);
         }
         for (var e = lid; e < C * C; e += WG) {
             gram[e] = 0.0;
         }
-        for (var c = 0u; c < C; c++) {
+        for (var c = 0u; c < R * C; c++) {
             sk[c] = 0.0;
             sq[c] = 0.0;
         }
         workgroupBarrier();
 
         // Pass 1: products of the chunk's q and k with each other and with the state rows.
-        for (var col0 = 0u; col0 < d; col0 += B) {
-            for (var e = lid; e < C * B; e += WG) {
-                let c = e / B;
-                let i = col0 + e % B;
-                var qv = 0.0;
-                var kv = 0.0;
-                if (c < n && i < d) {
-                    let base = (c0 + c) * p.qkv_stride;
-                    qv = qkv[base + q_col + i] * q_inv[c];
-                    kv = qkv[base + k_col + i] * k_inv[c];
+        for (var col4 = 0u; col4 < d4; col4 += B4) {
+            for (var e = lid; e < C * B4; e += WG) {
+                let c = e / B4;
+                let i = col4 + e % B4;
+                var qv = vec4<f32>(0.0);
+                var kv = vec4<f32>(0.0);
+                if (c < n && i < d4) {
+                    let base = (c0 + c) * stride4;
+                    qv = qkv[base + q_col4 + i] * q_inv[c];
+                    kv = qkv[base + k_col4 + i] * k_inv[c];
                 }
                 qt[e] = qv;
                 kt[e] = kv;
@@ -152,9 +156,10 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
                 if (s <= t && t < n) {
                     var qk = 0.0;
                     var kk = 0.0;
-                    for (var i = 0u; i < B; i++) {
-                        qk += qt[t * B + i] * kt[s * B + i];
-                        kk += kt[t * B + i] * kt[s * B + i];
+                    for (var i = 0u; i < B4; i++) {
+                        let ks = kt[s * B4 + i];
+                        qk += dot(qt[t * B4 + i], ks);
+                        kk += dot(kt[t * B4 + i], ks);
                     }
                     gram[e] += qk;
                     if (s < t) {
@@ -162,19 +167,21 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
                     }
                 }
             }
-            if (mine) {
-                for (var i = 0u; i < B; i++) {
-                    sv[i] = select(0.0, state[row + col0 + i], col0 + i < d);
+            for (var r = 0u; r < R; r++) {
+                let j = j0 + r * WG;
+                for (var i = 0u; i < B4; i++) {
+                    sv[r * B4 + i] = select(vec4<f32>(0.0), state[head4 + min(j, d - 1u) * d4 + col4 + i],
+                                            j < d && col4 + i < d4);
                 }
-                for (var c = 0u; c < n; c++) {
-                    var a = 0.0;
-                    var b = 0.0;
-                    for (var i = 0u; i < B; i++) {
-                        a += kt[c * B + i] * sv[i];
-                        b += qt[c * B + i] * sv[i];
+            }
+            for (var c = 0u; c < n; c++) {
+                for (var i = 0u; i < B4; i++) {
+                    let k = kt[c * B4 + i];
+                    let q = qt[c * B4 + i];
+                    for (var r = 0u; r < R; r++) {
+                        sk[r * C + c] += dot(k, sv[r * B4 + i]);
+                        sq[r * C + c] += dot(q, sv[r * B4 + i]);
                     }
-                    sk[c] += a;
-                    sq[c] += b;
                 }
             }
             workgroupBarrier();
@@ -193,45 +200,64 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         workgroupBarrier();
 
         // The triangular solve and the outputs, one state row per lane.
-        if (mine) {
-            for (var t = 0u; t < n; t++) {
-                let r = beta[t] * (qkv[(c0 + t) * p.qkv_stride + v_col + j] - exp(g_cum[t]) * sk[t]);
-                var acc = 0.0;
-                for (var s = 0u; s < t; s++) {
-                    acc += gram[s * C + t] * sk[s];
+        for (var r = 0u; r < R; r++) {
+            let j = j0 + r * WG;
+            if (j < d) {
+                let u = r * C;
+                for (var t = 0u; t < n; t++) {
+                    let at = (c0 + t) * p.qkv_stride + v_col + j;
+                    let rt = beta[t] * (qkv[at / 4u][at % 4u] - exp(g_cum[t]) * sk[u + t]);
+                    var acc = 0.0;
+                    for (var s = 0u; s < t; s++) {
+                        acc += gram[s * C + t] * sk[u + s];
+                    }
+                    sk[u + t] = rt - acc;
                 }
-                sk[t] = r - acc;
-            }
-            for (var t = 0u; t < n; t++) {
-                var o = exp(g_cum[t]) * sq[t];
-                for (var s = 0u; s <= t; s++) {
-                    o += gram[t * C + s] * sk[s];
+                for (var t = 0u; t < n; t++) {
+                    var o = exp(g_cum[t]) * sq[u + t];
+                    for (var s = 0u; s <= t; s++) {
+                        o += gram[t * C + s] * sk[u + s];
+                    }
+                    out[(c0 + t) * p.out_stride + h * d + j] = o;
                 }
-                out[(c0 + t) * p.out_stride + h * d + j] = o;
             }
         }
 
         // Pass 2: the state at the chunk's end.
         let g_last = g_cum[n - 1u];
-        for (var col0 = 0u; col0 < d; col0 += B) {
-            for (var e = lid; e < C * B; e += WG) {
-                let c = e / B;
-                let i = col0 + e % B;
-                var kv = 0.0;
-                if (c < n && i < d) {
-                    kv = qkv[(c0 + c) * p.qkv_stride + k_col + i] * k_inv[c] * exp(g_last - g_cum[c]);
+        for (var col4 = 0u; col4 < d4; col4 += B4) {
+            for (var e = lid; e < C * B4; e += WG) {
+                let c = e / B4;
+                let i = col4 + e % B4;
+                var kv = vec4<f32>(0.0);
+                if (c < n && i < d4) {
+                    kv = qkv[(c0 + c) * stride4 + k_col4 + i] * (k_inv[c] * exp(g_last - g_cum[c]));
                 }
                 kt[e] = kv;
             }
             workgroupBarrier();
-            if (mine) {
-                let keep = exp(g_last);
-                for (var i = 0u; i < B && col0 + i < d; i++) {
-                    var s_new = keep * state[row + col0 + i];
-                    for (var c = 0u; c < n; c++) {
-                        s_new += sk[c] * kt[c * B + i];
+            let keep = exp(g_last);
+            for (var r = 0u; r < R; r++) {
+                let j = j0 + r * WG;
+                for (var i = 0u; i < B4; i++) {
+                    sv[r * B4 + i] = select(vec4<f32>(0.0), keep * state[head4 + min(j, d - 1u) * d4 + col4 + i],
+                                            j < d && col4 + i < d4);
+                }
+            }
+            for (var c = 0u; c < n; c++) {
+                for (var i = 0u; i < B4; i++) {
+                    let k = kt[c * B4 + i];
+                    for (var r = 0u; r < R; r++) {
+                        sv[r * B4 + i] += sk[r * C + c] * k;
                     }
-                    state[row + col0 + i] = s_new;
+                }
+            }
+            for (var r = 0u; r < R; r++) {
+                let j = j0 + r * WG;
+                for (var i = 0u; i < B4 && col4 + i < d4; i++) {
+                    if (j < d) {
+                        state[head4 + j * d4 + col4 + i] = sv[r * B4 + i];
+                    }
                 }
             }
             workgroupBarrier();

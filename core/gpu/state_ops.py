@@ -10,6 +10,9 @@ from .recorder import Act, Recorder, cdiv
 
 CHUNK = 32  # tokens per chunk of the chunked form: its q.k and k.k triangles (C x C f32) fit workgroup memory
 CHUNK_COLS = 32  # key columns per workgroup-memory tile of the chunked form
+CHUNK_ROWS = 4  # state rows per lane of the chunked form: each tile load serves that many rows
+MAX_WG = 256  # lanes per workgroup of the chunked form: a whole head where it fits, so the chunk's q.k and k.k
+# products are computed once per head
 
 
 def shortconv(rec: Recorder, bcx: Act, tokens: Binding, conv: Buffer, state: Buffer, y: Act, *, n_embd: int,
@@ -50,6 +53,10 @@ def gated_delta(rec: Recorder, qkv: Act, gb: Act, tokens: Binding, state: Buffer
     if form == "token":
         rec.add(rec.kernels.get("gated_delta.wgsl"), bindings, (cdiv(head_dim, 64), n_v_heads, qkv.rows))
         return
-    wg = min(64, head_dim)
-    kernel = rec.kernels.get("gated_delta_chunk.wgsl", C=CHUNK, B=min(CHUNK_COLS, head_dim), WG=wg)
-    rec.add(kernel, bindings, (cdiv(head_dim, wg), n_v_heads, qkv.rows))
+    if head_dim % 4:
+        raise ValueError(f"the chunked gated delta kernel reads heads as vec4s: head_dim {head_dim} is not a "
+                         f"multiple of 4 (form='token' runs any size)")
+    wg = min(cdiv(head_dim, CHUNK_ROWS), MAX_WG)
+    kernel = rec.kernels.get("gated_delta_chunk.wgsl", C=CHUNK, B4=min(CHUNK_COLS, head_dim) // 4, R=CHUNK_ROWS,
+                             WG=wg)
+    rec.add(kernel, bindings, (cdiv(head_dim, wg * CHUNK_ROWS), n_v_heads, qkv.rows))
