@@ -116,14 +116,16 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         }
         for (var c = lid; c < n; c += WG) {
             let t = c0 + c;
-            var gsum = 0.0;
-            for (var s = 0u; s <= c; s++) {
-                gsum += gb[(c0 + s) * p.gb_stride + h];
-            }
-            g_cum[c] = gsum;
+            g_cum[c] = gb[t * p.gb_stride + h];
             beta[c] = gb[t * p.gb_stride + p.n_v_heads + h];
             q_inv[c] = inv_norm(t * stride4 + q_col4) * p.scale;
             k_inv[c] = inv_norm(t * stride4 + k_col4);
+        }
+        workgroupBarrier();
+        if (lid == 0u) {
+            for (var c = 1u; c < n; c++) {
+                g_cum[c] += g_cum[c - 1u];
+            }
         }
         for (var e = lid; e < C * C; e += WG) {
             gram[e] = 0.0;
@@ -150,20 +152,26 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
                 kt[e] = kv;
             }
             workgroupBarrier();
-            for (var e = lid; e < C * C; e += WG) {
-                let t = e / C;
-                let s = e % C;
-                if (s <= t && t < n) {
-                    var qk = 0.0;
-                    var kk = 0.0;
+            // A lane takes token t against four tokens s at once: each load of q_t and k_t serves four products.
+            for (var e = lid; e < C * C / 4u; e += WG) {
+                let t = e / (C / 4u);
+                let s0 = (e % (C / 4u)) * 4u;
+                if (s0 <= t && t < n) {
+                    var qk = vec4<f32>(0.0);
+                    var kk = vec4<f32>(0.0);
                     for (var i = 0u; i < B4; i++) {
-                        let ks = kt[s * B4 + i];
-                        qk += dot(qt[t * B4 + i], ks);
-                        kk += dot(kt[t * B4 + i], ks);
+                        let qv = qt[t * B4 + i];
+                        let kv = kt[t * B4 + i];
+                        let ks = mat4x4<f32>(kt[s0 * B4 + i], kt[(s0 + 1u) * B4 + i], kt[(s0 + 2u) * B4 + i],
+                                             kt[(s0 + 3u) * B4 + i]);
+                        qk += qv * ks;
+                        kk += kv * ks;
                     }
-                    gram[e] += qk;
-                    if (s < t) {
-                        gram[s * C + t] += kk;
+                    for (var x = 0u; x < 4u && s0 + x <= t; x++) {
+                        gram[t * C + s0 + x] += qk[x];
+                        if (s0 + x < t) {
+                            gram[(s0 + x) * C + t] += kk[x];
+                        }
                     }
                 }
             }
@@ -200,25 +208,38 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         workgroupBarrier();
 
         // The triangular solve and the outputs, one state row per lane.
-        for (var r = 0u; r < R; r++) {
-            let j = j0 + r * WG;
-            if (j < d) {
-                let u = r * C;
-                for (var t = 0u; t < n; t++) {
-                    let at = (c0 + t) * p.qkv_stride + v_col + j;
-                    let rt = beta[t] * (qkv[at / 4u][at % 4u] - exp(g_cum[t]) * sk[u + t]);
-                    var acc = 0.0;
-                    for (var s = 0u; s < t; s++) {
-                        acc += gram[s * C + t] * sk[u + s];
-                    }
-                    sk[u + t] = rt - acc;
+        // (Rows past the head's end solve a system too, on zeros, and are never stored.)
+        var acc: array<f32, R>;
+        for (var t = 0u; t < n; t++) {
+            let decay = exp(g_cum[t]);
+            for (var r = 0u; r < R; r++) {
+                let at = (c0 + t) * p.qkv_stride + v_col + min(j0 + r * WG, d - 1u);
+                acc[r] = beta[t] * (qkv[at / 4u][at % 4u] - decay * sk[r * C + t]);
+            }
+            for (var s = 0u; s < t; s++) {
+                let a = gram[s * C + t];
+                for (var r = 0u; r < R; r++) {
+                    acc[r] -= a * sk[r * C + s];
                 }
-                for (var t = 0u; t < n; t++) {
-                    var o = exp(g_cum[t]) * sq[u + t];
-                    for (var s = 0u; s <= t; s++) {
-                        o += gram[t * C + s] * sk[u + s];
-                    }
-                    out[(c0 + t) * p.out_stride + h * d + j] = o;
+            }
+            for (var r = 0u; r < R; r++) {
+                sk[r * C + t] = acc[r];
+            }
+        }
+        for (var t = 0u; t < n; t++) {
+            let decay = exp(g_cum[t]);
+            for (var r = 0u; r < R; r++) {
+                acc[r] = decay * sq[r * C + t];
+            }
+            for (var s = 0u; s <= t; s++) {
+                let m = gram[t * C + s];
+                for (var r = 0u; r < R; r++) {
+                    acc[r] += m * sk[r * C + s];
+                }
+            }
+            for (var r = 0u; r < R; r++) {
+                if (j0 + r * WG < d) {
+                    out[(c0 + t) * p.out_stride + h * d + j0 + r * WG] = acc[r];
                 }
             }
         }

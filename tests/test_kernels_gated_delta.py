@@ -12,12 +12,14 @@ Tolerance: |err| <= 1e-4 * max|ref| + 1e-6: the state carries f32 rounding from 
 """
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from gpu_util import Gpu, assert_close, gpu, rng  # noqa: F401 (gpu and rng are fixtures)
 from reference_recurrent import gated_delta, gated_delta_chunked
 
-from llmchat.gpu import state_ops
+from llmchat.gpu import state_ops, tune, variants
 
 pytestmark = pytest.mark.gpu
 
@@ -96,7 +98,7 @@ CHUNK_SCHEDULES = {
 
 
 @pytest.mark.parametrize("n_k,n_v,d", [(2, 2, 16), (1, 4, 32), (2, 4, 128)])
-@pytest.mark.parametrize("form", state_ops.variants.GATED_DELTA_FORMS)
+@pytest.mark.parametrize("form", variants.GATED_DELTA_FORMS)
 @pytest.mark.parametrize("schedule", list(SCHEDULES))
 def test_gated_delta_steps(gpu: Gpu, rng, n_k: int, n_v: int, d: int, schedule: str, form: str):  # noqa: F811
     run_steps(gpu, rng, n_k, n_v, d, SCHEDULES[schedule], form=form)
@@ -117,7 +119,7 @@ def test_gated_delta_chunk_equals_token(gpu: Gpu, rng):  # noqa: F811
     start = (rng.standard_normal((len(lengths), n_v, d, d)) * 0.3).astype(np.float32)
     records = [(1, 40 + i, slot, 0) for slot, k in enumerate(lengths) for i in range(k)]
     results = {}
-    for form in state_ops.variants.GATED_DELTA_FORMS:
+    for form in variants.GATED_DELTA_FORMS:
         rec = gpu.recorder(n)
         qkv_act, gb_act, out_act = rec.act("qkv", n, qkv.shape[1]), rec.act("gb", n, gbv.shape[1]), rec.act(
             "out", n, n_v * d)
@@ -151,3 +153,27 @@ def test_chunked_reference_equals_token_reference(rng):  # noqa: F811
             got, got_state = gated_delta_chunked(q, k, v, g, beta, start, EPS, chunk)
             assert_close(got, want, rel=1e-12, what=f"{n} tokens, chunks of {chunk}")
             assert_close(got_state, want_state, rel=1e-12, what=f"{n} tokens, chunks of {chunk}, state")
+
+
+def test_gated_delta_form_is_chosen_and_reported(gpu: Gpu):  # noqa: F811
+    """Without a forced form, decode programs record the token kernel and prefill programs the adapter's choice
+    (Variants.gated_delta_form), and the tuning report (`llmchat bench`'s "kernels") names both for a model with
+    linear-attention layers, none for one without."""
+    v = variants.variants(gpu.device)
+    for rows, key in ((1, "decode"), (8, "prefill")):
+        rec = gpu.recorder(rows)
+        acts = [rec.act(name, rows, cols) for name, cols in (("qkv", 3 * 32), ("gb", 2), ("out", 32))]
+        state_ops.gated_delta(rec, acts[0], acts[1], gpu.device.buffer(rows * 16, "tokens"),
+                              gpu.device.buffer(32 * 32 * 4, "state"), acts[2], n_k_heads=1, n_v_heads=1,
+                              head_dim=32, eps=EPS)
+        want = {"token": "gated_delta", "chunk": "gated_delta_chunk["}[v.gated_delta_form(rows)]
+        assert rec.dispatches[0].kernel.name.startswith(want), (key, rec.dispatches[0].kernel.name)
+    fresh = dataclasses.replace(v, tuned={})
+    assert tune.gated_delta_choices(fresh, {"blk.0.attn_q.weight": None}, 64) == {}
+    choices = tune.gated_delta_choices(fresh, {"blk.0.ssm_a": None}, 64)
+    assert choices["gated_delta/decode"] == {"variant": "'token'", "by": "default"}
+    assert choices["gated_delta/prefill"] == {"variant": "'chunk'", "by": "default",
+                                              "rows_per_lane": fresh.gated_delta_rows}
+    fresh.tuned[("gated_delta", "prefill")] = "token"
+    assert tune.gated_delta_choices(fresh, {"blk.0.ssm_a": None}, 64)["gated_delta/prefill"] == {
+        "variant": "'token'", "by": "tuned"}

@@ -10,9 +10,8 @@ from .recorder import Act, Recorder, cdiv
 
 CHUNK = 32  # tokens per chunk of the chunked form: its q.k and k.k triangles (C x C f32) fit workgroup memory
 CHUNK_COLS = 32  # key columns per workgroup-memory tile of the chunked form
-CHUNK_ROWS = 4  # state rows per lane of the chunked form: each tile load serves that many rows
-MAX_WG = 256  # lanes per workgroup of the chunked form: a whole head where it fits, so the chunk's q.k and k.k
-# products are computed once per head
+MAX_WG = 256  # lanes per workgroup of the chunked form: a whole head where it fits (rows per lane: variants.py),
+# so the chunk's q.k and k.k products are computed once per head
 
 
 def shortconv(rec: Recorder, bcx: Act, tokens: Binding, conv: Buffer, state: Buffer, y: Act, *, n_embd: int,
@@ -56,7 +55,7 @@ def gated_delta(rec: Recorder, qkv: Act, gb: Act, tokens: Binding, state: Buffer
     if head_dim % 4:
         raise ValueError(f"the chunked gated delta kernel reads heads as vec4s: head_dim {head_dim} is not a "
                          f"multiple of 4 (form='token' runs any size)")
-    wg = min(cdiv(head_dim, CHUNK_ROWS), MAX_WG)
-    kernel = rec.kernels.get("gated_delta_chunk.wgsl", C=CHUNK, B4=min(CHUNK_COLS, head_dim) // 4, R=CHUNK_ROWS,
-                             WG=wg)
-    rec.add(kernel, bindings, (cdiv(head_dim, wg * CHUNK_ROWS), n_v_heads, qkv.rows))
+    rows = variants.variants(rec.device).gated_delta_rows
+    wg = min(cdiv(head_dim, rows), MAX_WG)
+    kernel = rec.kernels.get("gated_delta_chunk.wgsl", C=CHUNK, B4=min(CHUNK_COLS, head_dim) // 4, R=rows, WG=wg)
+    rec.add(kernel, bindings, (cdiv(head_dim, wg * rows), n_v_heads, qkv.rows))
