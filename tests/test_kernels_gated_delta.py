@@ -35,7 +35,7 @@ def random_step(rng, n: int, n_k: int, n_v: int, d: int) -> tuple[np.ndarray, np
 
 
 def run_steps(g: Gpu, rng, n_k: int, n_v: int, d: int, schedule: list[list[tuple]], n_slots: int = 3,
-              form: str | None = None) -> None:
+              form: str | None = None, rows: int | None = None) -> None:
     """Run `schedule` (steps of (slot, tokens[, restart]) feeds) through one recorded program and check every
     step's outputs and states against the reference."""
     max_rows = max(MAX_ROWS, *(sum(f[1] for f in feeds) for feeds in schedule))
@@ -48,7 +48,7 @@ def run_steps(g: Gpu, rng, n_k: int, n_v: int, d: int, schedule: list[list[tuple
     g.device.write(state, np.full(n_slots * n_v * d * d, np.nan, np.float32).tobytes())
     tokens = g.device.buffer(max_rows * 16, "tokens")
     state_ops.gated_delta(rec, qkv_act, gb_act, tokens, state, out_act, n_k_heads=n_k, n_v_heads=n_v, head_dim=d,
-                          eps=EPS, form=form)
+                          eps=EPS, form=form, rows=rows)
     program = rec.finish()
     ref_state, pos = {}, {}
     for feeds in schedule:
@@ -104,10 +104,15 @@ def test_gated_delta_steps(gpu: Gpu, rng, n_k: int, n_v: int, d: int, schedule: 
     run_steps(gpu, rng, n_k, n_v, d, SCHEDULES[schedule], form=form)
 
 
-@pytest.mark.parametrize("n_k,n_v,d,schedule", [(2, 2, 16, "three"), (1, 2, 32, "one"), (2, 4, 64, "three"),
-                                                (1, 2, 128, "three"), (2, 2, 128, "one")])
-def test_gated_delta_chunk_prefill(gpu: Gpu, rng, n_k: int, n_v: int, d: int, schedule: str):  # noqa: F811
-    run_steps(gpu, rng, n_k, n_v, d, CHUNK_SCHEDULES[schedule], form="chunk")
+@pytest.mark.parametrize("n_k,n_v,d,schedule,rows", [
+    (2, 2, 16, "three", None), (1, 2, 32, "one", None), (2, 4, 64, "three", None), (1, 2, 128, "three", None),
+    (2, 2, 128, "one", None),
+    # the other adapter class's rows per lane (GPUs 1, CPU emulators 8); heads of 20 (rows past the head) and 48
+    # (a partial tile of key columns)
+    (1, 2, 16, "three", 1), (2, 2, 64, "one", 1), (1, 2, 20, "three", 8), (1, 1, 48, "one", 8)])
+def test_gated_delta_chunk_prefill(gpu: Gpu, rng, n_k: int, n_v: int, d: int, schedule: str,  # noqa: F811
+                                   rows: int | None):
+    run_steps(gpu, rng, n_k, n_v, d, CHUNK_SCHEDULES[schedule], form="chunk", rows=rows)
 
 
 def test_gated_delta_chunk_equals_token(gpu: Gpu, rng):  # noqa: F811

@@ -8,9 +8,11 @@ A prompt of `--tokens` tokens (one sequence from position 0) through one linear-
           host round trip).
 Default shape: Qwen3.5-0.8B's linear-attention layers, 16 key heads, 16 value heads, head size 128 (its
 linear_num_key_heads / linear_num_value_heads / linear_key_head_dim; llama.cpp's ssm_n_group, ssm_dt_rank and
-ssm_d_state). Each variant runs once to warm up, then the best of `--rounds` interleaved runs is kept. The three
-outputs are compared (they must agree within f32 rounding) and the adapter's own choice for a prefill program
-(Variants.gated_delta_form) is printed beside the figures.
+ssm_d_state). Each variant runs once to warm up, then the best of `--rounds` interleaved runs is kept, timed as the
+tuner times (tune._timed): wall time, and the cost, which on CPU emulators is this process's CPU seconds (other
+programs competing for the cores barely move it; ratios are taken from it). The three outputs are compared (they
+must agree within f32 rounding) and the adapter's own choices for a prefill program (Variants.gated_delta_form,
+gated_delta_rows) are printed beside the figures.
 
     .venv/bin/python tools/gated_delta_speed.py --json
 """
@@ -19,11 +21,11 @@ from __future__ import annotations
 import argparse
 import json
 import struct
-import time
 
 import numpy as np
 
 from llmchat.gpu import state_ops
+from llmchat.gpu.tune import _timed
 from llmchat.gpu.kernels import Kernels
 from llmchat.gpu.native import NativeDevice
 from llmchat.gpu.recorder import Act, Recorder
@@ -78,13 +80,6 @@ def program(device: NativeDevice, kernels: Kernels, variant: str, qkv: np.ndarra
     return rec.finish(), outs[-1], read
 
 
-def timed(device: NativeDevice, prog, last) -> float:
-    start = time.perf_counter()
-    device.run(prog)
-    device.read(last, 0, 4)
-    return time.perf_counter() - start
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tokens", type=int, default=512)
@@ -103,30 +98,35 @@ def main(argv: list[str] | None = None) -> int:
     progs = {v: program(device, kernels, v, qkv, gb, n_k, n_v, d) for v in names}
     outputs = {}
     for v, (prog, last, read) in progs.items():
-        timed(device, prog, last)  # warm-up, and the outputs compared below
+        _timed(device, prog, last)  # warm-up, and the outputs compared below
         outputs[v] = read()
+    wall = {v: float("inf") for v in names}
     best = {v: float("inf") for v in names}
     for r in range(args.rounds):
         for v in (names if r % 2 == 0 else names[::-1]):
-            best[v] = min(best[v], timed(device, *progs[v][:2]))
+            w, cost = _timed(device, *progs[v][:2])
+            wall[v], best[v] = min(wall[v], w), min(best[v], cost)
     scale = np.abs(outputs["steps"]).max()
     report = {
         "adapter": device.info.name, "software": device.info.software, "tokens": args.tokens,
         "shape": {"k_heads": n_k, "v_heads": n_v, "head_dim": d}, "rounds": args.rounds,
+        "cost": "cpu" if device.info.software else "wall",
         "ms": {v: round(best[v] * 1e3, 2) for v in names},
+        "wall_ms": {v: round(wall[v] * 1e3, 2) for v in names},
         "speedup_chunk_vs_token": round(best["token"] / best["chunk"], 2),
         "speedup_chunk_vs_steps": round(best["steps"] / best["chunk"], 2),
         "max_rel_diff_vs_steps": {v: float(np.abs(outputs[v] - outputs["steps"]).max() / scale)
                                   for v in ("chunk", "token")},
         "prefill_form_chosen": variants(device).gated_delta_form(args.tokens),
+        "rows_per_lane": variants(device).gated_delta_rows,
     }
     if args.json:
         print(json.dumps(report))
     else:
-        print(f"adapter: {report['adapter']}; {args.tokens} tokens, {n_k}/{n_v} heads of {d}; ms, best of "
-              f"{args.rounds}")
+        print(f"adapter: {report['adapter']}; {args.tokens} tokens, {n_k}/{n_v} heads of {d}; ms ({report['cost']}"
+              f" and wall), best of {args.rounds}")
         for v in names:
-            print(f"  {v:6} {report['ms'][v]:10.2f} ms")
+            print(f"  {v:6} {report['ms'][v]:10.2f} {report['wall_ms'][v]:10.2f}")
         print(f"  chunk is {report['speedup_chunk_vs_token']}x the token kernel, {report['speedup_chunk_vs_steps']}x "
               f"one-token steps; prefill programs run '{report['prefill_form_chosen']}'")
     return 0

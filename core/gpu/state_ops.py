@@ -30,7 +30,7 @@ def shortconv(rec: Recorder, bcx: Act, tokens: Binding, conv: Buffer, state: Buf
 
 
 def gated_delta(rec: Recorder, qkv: Act, gb: Act, tokens: Binding, state: Buffer, out: Act, *, n_k_heads: int,
-                n_v_heads: int, head_dim: int, eps: float, form: str | None = None) -> None:
+                n_v_heads: int, head_dim: int, eps: float, form: str | None = None, rows: int | None = None) -> None:
     """out[t] = the gated delta rule's output for each token, token after token per sequence, moving each slot's
     n_v_heads x head_dim x head_dim state: qkv[t] = [q | k | v] (n_k_heads, n_k_heads, n_v_heads heads of
     head_dim), gb[t] = [g | beta] per value head (g the log of the decay, beta in (0, 1)).
@@ -38,7 +38,8 @@ def gated_delta(rec: Recorder, qkv: Act, gb: Act, tokens: Binding, state: Buffer
     Two kernels compute it (variants.GATED_DELTA_FORMS): "token" walks each sequence's tokens one by one
     (shaders/gated_delta.wgsl), "chunk" takes them CHUNK at a time as small matrix products
     (shaders/gated_delta_chunk.wgsl). The adapter's choice for a program of qkv.rows tokens
-    (variants.Variants.gated_delta_form) runs unless `form` forces one (tests, benchmarks)."""
+    (variants.Variants.gated_delta_form) runs unless `form` forces one, and the chunked form gives each lane the
+    adapter's number of state rows (Variants.gated_delta_rows) unless `rows` forces one (tests, benchmarks)."""
     if n_v_heads % n_k_heads or qkv.cols < (2 * n_k_heads + n_v_heads) * head_dim or gb.cols < 2 * n_v_heads \
             or out.cols < n_v_heads * head_dim:
         raise ValueError(f"gated delta over {n_k_heads}/{n_v_heads} heads of {head_dim}: qkv {qkv.cols}, gb {gb.cols}, "
@@ -55,7 +56,7 @@ def gated_delta(rec: Recorder, qkv: Act, gb: Act, tokens: Binding, state: Buffer
     if head_dim % 4:
         raise ValueError(f"the chunked gated delta kernel reads heads as vec4s: head_dim {head_dim} is not a "
                          f"multiple of 4 (form='token' runs any size)")
-    rows = variants.variants(rec.device).gated_delta_rows
+    rows = rows or variants.variants(rec.device).gated_delta_rows
     wg = min(cdiv(head_dim, rows), MAX_WG)
     kernel = rec.kernels.get("gated_delta_chunk.wgsl", C=CHUNK, B4=min(CHUNK_COLS, head_dim) // 4, R=rows, WG=wg)
     rec.add(kernel, bindings, (cdiv(head_dim, wg * rows), n_v_heads, qkv.rows))
