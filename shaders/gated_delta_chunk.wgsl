@@ -10,12 +10,16 @@
 // Every value row j of S solves its own triangular system (A is shared, r and u are per row), so no inverse is
 // formed and the solve needs no barrier.
 //
-// One workgroup per (WG value rows, value head, sequence): it walks its sequence's tokens in the step chunk by
-// chunk. Per chunk, the workgroup stages the chunk's normalised q and k in tiles of B key columns in workgroup
-// memory; from each tile it accumulates the chunk's q.k and k.k products (one triangle each of `gram`) and every
-// row's S q_t and S k_t, reading each state row once per chunk. A second pass over the tiles, keys decayed to the
-// chunk's end, updates the state rows. A sequence at position 0 starts from a zero state; the last chunk of a
-// sequence may be partial. Workgroup memory: 4 * (2 * C * B + C * C + 4 * C) bytes (12.8 KB at C = B = 32).
+// One workgroup per (WG * R value rows, value head, sequence), a whole head where it fits: it walks its sequence's
+// tokens in the step chunk by chunk. Per chunk, the workgroup stages the chunk's normalised q and k in tiles of
+// 4 * B4 key columns in workgroup memory; from each tile it accumulates the chunk's q.k and k.k products (one
+// triangle each of `gram`, a lane taking four at a time) and every row's S q_t and S k_t, reading each state row
+// once per chunk. A lane owns R state rows (j0, j0 + WG, ...), so each load from a tile serves R rows (on CPU
+// emulators loads set the speed; variants.py chooses R per adapter class). A second pass over the tiles, keys
+// decayed to the chunk's end, updates the state rows. A sequence at position 0 starts from a zero state; the last
+// chunk of a sequence may be partial. Heads are read as vec4s: head_dim must be a multiple of 4.
+// Workgroup memory: 4 * (8 * C * B4 + C * C + 4 * C) + 8 bytes (12.8 KB at C = 32, B4 = 8; the default WebGPU
+// limit is 16 KB). Per lane: 2 * R * C floats of S k, S q and the solve, 4 * R * B4 of state.
 // Workgroups are laid out per token (z) like the decode form's invocations; those whose token does not start a
 // sequence of the step leave at once.
 
