@@ -21,7 +21,10 @@
 // Workgroup memory: 4 * (8 * C * B4 + C * C + 4 * C) + 8 bytes (12.8 KB at C = 32, B4 = 8; the default WebGPU
 // limit is 16 KB). Per lane: 2 * R * C floats of S k, S q and the solve, 4 * R * B4 of state.
 // Workgroups are laid out per token (z) like the decode form's invocations; those whose token does not start a
-// sequence of the step leave at once.
+// sequence of the step leave at once. A long step may be cut into several dispatches, each walking a window of
+// n_chunks chunks of every sequence (the state in between lives in `state`): on lavapipe an invocation stops
+// early, without a word, once its loops have run about 65535 iterations, which at head size 128 is about 12
+// chunks (variants.py chooses the window).
 
 struct Params {
     n_k_heads: u32,
@@ -32,6 +35,8 @@ struct Params {
     out_stride: u32,  // elements between tokens in out
     eps: f32,
     scale: f32,  // applied to q . S (1 / sqrt(head_dim))
+    first_chunk: u32,  // the first chunk of each sequence this dispatch walks
+    n_chunks: u32,  // the most chunks it walks (the rest of a long step is the next dispatch's)
 }
 
 struct Step {
@@ -88,7 +93,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     let d4 = d / 4u;
     let j0 = wg.x * WG * R + lid;  // this lane's rows: j0, j0 + WG, ... (R of them)
     let head4 = (slot * p.n_v_heads + h) * d * d4;
-    if (tokens[t0].y == 0u) {
+    if (p.first_chunk == 0u && tokens[t0].y == 0u) {
         for (var r = 0u; r < R; r++) {
             if (j0 + r * WG < d) {
                 for (var i = 0u; i < d4; i++) {
@@ -105,8 +110,8 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     var sk: array<f32, R * C>;  // [row][token]: S k_t of the chunk's start state, then r_t, then u_t
     var sq: array<f32, R * C>;  // S q_t
     var sv: array<vec4<f32>, R * B4>;  // the tile's columns of this lane's state rows (pass 2: their new values)
-    var c0 = t0;
-    loop {
+    var c0 = t0 + p.first_chunk * C;
+    for (var w = 0u; w < p.n_chunks; w++) {
         if (lid == 0u) {
             var n = 0u;
             while (n < C && c0 + n < step.n_tokens && tokens[c0 + n].z == slot) {

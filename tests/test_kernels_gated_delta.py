@@ -115,6 +115,12 @@ def test_gated_delta_chunk_prefill(gpu: Gpu, rng, n_k: int, n_v: int, d: int, sc
     run_steps(gpu, rng, n_k, n_v, d, CHUNK_SCHEDULES[schedule], form="chunk", rows=rows)
 
 
+def test_gated_delta_chunk_long_step(gpu: Gpu, rng):  # noqa: F811
+    """A 520-token step of one sequence at head size 128: past the chunks one dispatch may walk on CPU emulators
+    (Variants.gated_delta_window), so the kernel runs as several dispatches, each resuming from the state."""
+    run_steps(gpu, rng, 1, 1, 128, [[(0, 520)]], n_slots=1, form="chunk")
+
+
 def test_gated_delta_chunk_equals_token(gpu: Gpu, rng):  # noqa: F811
     """Both kernels on the same step (three sequences of 130, 7 and 64 tokens resuming from the same states, key
     heads shared): outputs and states agree within f32 rounding (|err| <= 2e-5 * max|b| + 1e-6)."""

@@ -39,7 +39,9 @@ def gated_delta(rec: Recorder, qkv: Act, gb: Act, tokens: Binding, state: Buffer
     (shaders/gated_delta.wgsl), "chunk" takes them CHUNK at a time as small matrix products
     (shaders/gated_delta_chunk.wgsl). The adapter's choice for a program of qkv.rows tokens
     (variants.Variants.gated_delta_form) runs unless `form` forces one, and the chunked form gives each lane the
-    adapter's number of state rows (Variants.gated_delta_rows) unless `rows` forces one (tests, benchmarks)."""
+    adapter's number of state rows (Variants.gated_delta_rows) unless `rows` forces one (tests, benchmarks). Where
+    the adapter bounds how many chunks one dispatch may walk (Variants.gated_delta_window), a program of more tokens
+    gets one dispatch per window of chunks."""
     if n_v_heads % n_k_heads or qkv.cols < (2 * n_k_heads + n_v_heads) * head_dim or gb.cols < 2 * n_v_heads \
             or out.cols < n_v_heads * head_dim:
         raise ValueError(f"gated delta over {n_k_heads}/{n_v_heads} heads of {head_dim}: qkv {qkv.cols}, gb {gb.cols}, "
@@ -47,16 +49,21 @@ def gated_delta(rec: Recorder, qkv: Act, gb: Act, tokens: Binding, state: Buffer
     form = form or variants.variants(rec.device).gated_delta_form(qkv.rows)
     if form not in variants.GATED_DELTA_FORMS:
         raise ValueError(f"gated delta form must be one of {variants.GATED_DELTA_FORMS}, not {form!r}")
-    params = rec.params("gated_delta", "6I2f", n_k_heads, n_v_heads, head_dim, qkv.cols, gb.cols, out.cols, eps,
-                        head_dim ** -0.5)
-    bindings = (params, rec.step, qkv.buffer, gb.buffer, tokens, state, out.buffer)
+    values = (n_k_heads, n_v_heads, head_dim, qkv.cols, gb.cols, out.cols, eps, head_dim ** -0.5)
+    data = (rec.step, qkv.buffer, gb.buffer, tokens, state, out.buffer)
     if form == "token":
-        rec.add(rec.kernels.get("gated_delta.wgsl"), bindings, (cdiv(head_dim, 64), n_v_heads, qkv.rows))
+        params = rec.params("gated_delta", "6I2f", *values)
+        rec.add(rec.kernels.get("gated_delta.wgsl"), (params, *data), (cdiv(head_dim, 64), n_v_heads, qkv.rows))
         return
     if head_dim % 4:
         raise ValueError(f"the chunked gated delta kernel reads heads as vec4s: head_dim {head_dim} is not a "
                          f"multiple of 4 (form='token' runs any size)")
-    rows = rows or variants.variants(rec.device).gated_delta_rows
+    v = variants.variants(rec.device)
+    rows = rows or v.gated_delta_rows
     wg = min(cdiv(head_dim, rows), MAX_WG)
     kernel = rec.kernels.get("gated_delta_chunk.wgsl", C=CHUNK, B4=min(CHUNK_COLS, head_dim) // 4, R=rows, WG=wg)
-    rec.add(kernel, bindings, (cdiv(head_dim, wg * rows), n_v_heads, qkv.rows))
+    chunks = cdiv(qkv.rows, CHUNK)
+    window = v.gated_delta_window(head_dim) or chunks
+    for first in range(0, chunks, window):
+        params = rec.params("gated_delta_chunk", "6I2f2I", *values, first, window)
+        rec.add(kernel, (params, *data), (cdiv(head_dim, wg * rows), n_v_heads, qkv.rows))

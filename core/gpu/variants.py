@@ -209,6 +209,13 @@ class Variants:
         GPUs: 1, the most lanes (head size x heads x sequences) and the least private memory per lane."""
         return 8 if self.software else 1
 
+    def gated_delta_window(self, head_dim: int) -> int:
+        """Chunks of each sequence one dispatch of the chunked gated delta kernel walks (0: all). CPU emulators:
+        lavapipe ends an invocation early, without an error, once its loops have run about 65535 iterations; at
+        head size 128 the chunked kernel lost every token after the 12th chunk (384) of a 512-token step (the
+        token kernel after 126), so a window of 512 / head_dim chunks (4 at 128) leaves a threefold margin."""
+        return max(1, 512 // head_dim) if self.software else 0
+
     @property
     def split_weights(self) -> bool:
         """Whether weights of the types that have one are rewritten into the split layout after upload
