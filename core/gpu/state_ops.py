@@ -65,5 +65,6 @@ def gated_delta(rec: Recorder, qkv: Act, gb: Act, tokens: Binding, state: Buffer
     chunks = cdiv(qkv.rows, CHUNK)
     window = v.gated_delta_window(head_dim) or chunks
     for first in range(0, chunks, window):
+        # Only a token at least `first` chunks before the step's end can start a sequence that reaches the window.
         params = rec.params("gated_delta_chunk", "6I2f2I", *values, first, window)
-        rec.add(kernel, (params, *data), (cdiv(head_dim, wg * rows), n_v_heads, qkv.rows))
+        rec.add(kernel, (params, *data), (cdiv(head_dim, wg * rows), n_v_heads, qkv.rows - first * CHUNK))

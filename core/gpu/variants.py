@@ -197,15 +197,16 @@ class Variants:
     def gated_delta_form(self, tokens: int) -> str:
         """The gated delta kernel (GATED_DELTA_FORMS) for a program of `tokens` tokens: "token" for decode (one
         token a sequence has nothing to chunk), "chunk" for prefill on every adapter class. Measured on lavapipe
-        (tools/gated_delta_speed.py, Qwen3.5-0.8B's 16 heads of 128, CPU ms of one layer for 64 tokens): chunk
-        285, token 1480."""
+        (tools/gated_delta_speed.py, Qwen3.5-0.8B's 16 heads of 128, one layer, a 512-token prompt, CPU ms): chunk
+        in 64-token steps 2274, in one step 2605; token kernel in 64-token steps 11676, one token a step 11871."""
         return self.choice("gated_delta", "decode" if tokens == 1 else "prefill",
                            "token" if tokens == 1 else "chunk")
 
     @property
     def gated_delta_rows(self) -> int:
         """State rows each lane of the chunked gated delta kernel owns. CPU emulators: 8, so each load from
-        workgroup memory serves eight rows (measured on lavapipe as above, rows 2 / 4 / 8: 640 / 390 / 285 ms).
+        workgroup memory serves eight rows (measured on lavapipe at that shape, 64 tokens: rows 4 / 8 390 / 285
+        CPU ms).
         GPUs: 1, the most lanes (head size x heads x sequences) and the least private memory per lane."""
         return 8 if self.software else 1
 
