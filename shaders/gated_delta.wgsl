@@ -8,8 +8,8 @@
 //
 // One invocation per value row j, head and sequence: rows are independent, so the state needs no barrier; the
 // invocation walks its sequence's tokens in the step (contiguous, in position order). This is the decode form;
-// a long prompt through it is a token-at-a-time loop (the chunked form is separate work). A sequence at position 0
-// starts from a zero state, never reading what its slot held before.
+// a long prompt through it is a token-at-a-time loop, so prefill runs the chunked form (gated_delta_chunk.wgsl).
+// A sequence at position 0 starts from a zero state, never reading what its slot held before.
 
 struct Params {
     n_k_heads: u32,

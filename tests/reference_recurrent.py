@@ -1,5 +1,6 @@
-"""float64 numpy references of the layers that keep per-sequence state (LFM2's short convolution), written from
-the definitions, position by position, over a sequence's whole history."""
+"""float64 numpy references of the layers that keep per-sequence state (LFM2's short convolution, Qwen3.5's gated
+delta rule), written from the definitions, position by position, over a sequence's whole history; and the gated
+delta rule's chunked form, as llama.cpp's prefill graph computes it, checked against the position-by-position one."""
 from __future__ import annotations
 
 import numpy as np
@@ -41,4 +42,35 @@ def gated_delta(q: np.ndarray, k: np.ndarray, v: np.ndarray, g: np.ndarray, beta
             s[h] *= np.exp(g[t, h])
             s[h] += beta[t, h] * np.outer(v[t, h] - s[h] @ kh, kh)
             out[t, h] = s[h] @ qh / np.sqrt(d)
+    return out, s
+
+
+def gated_delta_chunked(q: np.ndarray, k: np.ndarray, v: np.ndarray, g: np.ndarray, beta: np.ndarray,
+                        state: np.ndarray, eps: float, chunk: int = 64) -> tuple[np.ndarray, np.ndarray]:
+    """`gated_delta` computed chunk by chunk in the WY / UT-transform form of llama.cpp's prefill graph (same
+    arguments and results). Within a chunk, with G the cumulative sum of g from the chunk's start, decay
+    D[t, s] = exp(G_t - G_s) and S the state at the chunk's start:
+        A = strictly_lower(beta_t D[t, s] k_t . k_s);  T = (I + A)^-1
+        u = T (beta v) - T (beta exp(G) k) S^T        the chunk's corrected values, all at once
+        o = exp(G) q S^T + lower(D[t, s] q_t . k_s) u
+        S = exp(G_last) S + sum_s exp(G_last - G_s) u_s k_s^T
+    A last chunk shorter than `chunk` is the same as one padded with g = beta = k = 0 tokens."""
+    n, n_k, d = q.shape
+    n_v = v.shape[1]
+    qn = q / np.sqrt((q ** 2).sum(-1, keepdims=True) + eps) / np.sqrt(d)
+    kn = k / np.sqrt((k ** 2).sum(-1, keepdims=True) + eps)
+    s = state.copy()
+    out = np.zeros((n, n_v, d))
+    for c0 in range(0, n, chunk):
+        c1 = min(n, c0 + chunk)
+        for h in range(n_v):
+            qc, kc, vc = qn[c0:c1, h % n_k], kn[c0:c1, h % n_k], v[c0:c1, h]
+            b = beta[c0:c1, h][:, None]
+            gc = np.cumsum(g[c0:c1, h])
+            decay = np.tril(np.exp(gc[:, None] - gc[None, :]))
+            a = np.tril(b * decay * (kc @ kc.T), -1)
+            t = np.linalg.inv(np.eye(len(gc)) + a)
+            u = t @ (b * vc) - (t @ (b * np.exp(gc)[:, None] * kc)) @ s[h].T
+            out[c0:c1, h] = np.exp(gc)[:, None] * (qc @ s[h].T) + (decay * (qc @ kc.T)) @ u
+            s[h] = np.exp(gc[-1]) * s[h] + (np.exp(gc[-1] - gc)[:, None] * u).T @ kc
     return out, s

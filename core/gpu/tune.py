@@ -460,6 +460,24 @@ def tune_model(device: Device, kernels: Kernels, weights: dict[str, Weight], *, 
         if config is not None and getattr(config, "n_head", 0):
             for key in ("decode", "prefill"):
                 report.choices[f"attention/{key}"] = {"variant": repr(v.attention_kernel), "by": "default"}
+        report.choices.update(gated_delta_choices(v, weights, prefill_tokens))
         return report
     ctx = TuneContext(device, kernels, v, dict(weights), config, prefill_tokens)
-    return tune(ctx, store=store if store is not None else FileStore() if native else MemoryStore(), retune=retune)
+    report = tune(ctx, store=store if store is not None else FileStore() if native else MemoryStore(), retune=retune)
+    report.choices.update(gated_delta_choices(v, weights, prefill_tokens))
+    return report
+
+
+def gated_delta_choices(v: Variants, weights: dict[str, Weight], prefill_tokens: int) -> dict[str, dict]:
+    """The gated delta kernels a model with linear-attention layers (their `ssm_a` tensors) runs, decode and
+    prefill (state_ops.gated_delta); none for other models."""
+    if not any(".ssm_a" in name for name in weights):
+        return {}
+    choices = {}
+    for key, tokens in (("decode", 1), ("prefill", prefill_tokens)):
+        form = v.gated_delta_form(tokens)
+        choices[f"gated_delta/{key}"] = {"variant": repr(form), "by": "tuned" if ("gated_delta", key) in v.tuned
+                                         else "default"}
+        if form == "chunk":
+            choices[f"gated_delta/{key}"]["rows_per_lane"] = v.gated_delta_rows
+    return choices

@@ -38,6 +38,9 @@ SOFTWARE_MAX_RANGE = 256  # positions one attention invocation may walk on CPU e
 # (attention_flash.wgsl, a workgroup per (token tile, kv group, range) sharing coalesced K/V tile loads).
 ATTENTION_KERNELS = ("invocation", "flash")
 FLASH_PARALLEL = 128  # workgroups flash attention aims for on GPUs before it stops cutting ranges
+# Gated delta rule kernels (state_ops.gated_delta): "token" (gated_delta.wgsl, each sequence's tokens one after
+# another) and "chunk" (gated_delta_chunk.wgsl, chunks of tokens as small matrix products: prefill).
+GATED_DELTA_FORMS = ("token", "chunk")
 
 
 SHAPES = ("lanes", "rowgroup", "tiled")
@@ -190,6 +193,29 @@ class Variants:
         if self.software:
             splits = max(splits, -(-max_context // SOFTWARE_MAX_RANGE))
         return splits
+
+    def gated_delta_form(self, tokens: int) -> str:
+        """The gated delta kernel (GATED_DELTA_FORMS) for a program of `tokens` tokens: "token" for decode (one
+        token a sequence has nothing to chunk), "chunk" for prefill on every adapter class. Measured on lavapipe
+        (tools/gated_delta_speed.py, Qwen3.5-0.8B's 16 heads of 128, one layer, a 512-token prompt, CPU ms): chunk
+        in 64-token steps 2274, in one step 2605; token kernel in 64-token steps 11676, one token a step 11871."""
+        return self.choice("gated_delta", "decode" if tokens == 1 else "prefill",
+                           "token" if tokens == 1 else "chunk")
+
+    @property
+    def gated_delta_rows(self) -> int:
+        """State rows each lane of the chunked gated delta kernel owns. CPU emulators: 8, so each load from
+        workgroup memory serves eight rows (measured on lavapipe at that shape, 64 tokens: rows 4 / 8 390 / 285
+        CPU ms).
+        GPUs: 1, the most lanes (head size x heads x sequences) and the least private memory per lane."""
+        return 8 if self.software else 1
+
+    def gated_delta_window(self, head_dim: int) -> int:
+        """Chunks of each sequence one dispatch of the chunked gated delta kernel walks (0: all). CPU emulators:
+        lavapipe ends an invocation early, without an error, once its loops have run about 65535 iterations; at
+        head size 128 the chunked kernel lost every token after the 12th chunk (384) of a 512-token step (the
+        token kernel after 126), so a window of 512 / head_dim chunks (4 at 128) leaves a threefold margin."""
+        return max(1, 512 // head_dim) if self.software else 0
 
     @property
     def split_weights(self) -> bool:
