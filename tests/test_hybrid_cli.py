@@ -1,5 +1,6 @@
-"""A tiny random LFM2 end to end: `llmchat run` and `llmchat chat` in a subprocess, and `llmchat serve` answering
-two concurrent requests exactly as it answers them one at a time (each sequence's convolution state its own)."""
+"""Tiny random hybrid models (LFM2, Qwen3.5) end to end: `llmchat run` and `llmchat chat` in a subprocess, and
+`llmchat serve` answering two concurrent requests exactly as it answers them one at a time (each sequence's
+convolution and recurrent state its own)."""
 from __future__ import annotations
 
 import json
@@ -16,13 +17,13 @@ from model_factory import write_model
 
 pytestmark = pytest.mark.gpu
 
-PARAMS = json.loads((Path(__file__).parent / "data" / "oracle" / "lfm2.json").read_text())["params"]
 PROMPTS = ["hello there, hello", "the theory of the thing"]
 
 
-@pytest.fixture(scope="module")
-def model(tmp_path_factory) -> str:
-    return str(write_model(tmp_path_factory.mktemp("lfm2") / "tiny-lfm2.gguf", **PARAMS))
+@pytest.fixture(scope="module", params=["lfm2", "qwen35"])
+def model(request, tmp_path_factory) -> str:
+    params = json.loads((Path(__file__).parent / "data" / "oracle" / f"{request.param}.json").read_text())["params"]
+    return str(write_model(tmp_path_factory.mktemp(request.param) / f"tiny-{request.param}.gguf", **params))
 
 
 def greedy(model: str, prompt: str, n: int) -> list[int]:
