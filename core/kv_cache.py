@@ -31,7 +31,7 @@ class KVCache:
     def __init__(self, device: Device, kv_widths: list[int], *, n_slots: int, context: int,
                  n_blocks: int | None = None, state_widths: list[int] | None = None, kv_type: str | None = None):
         """`kv_widths[i]`: values one position keeps in layer i's K (and V) cache; 0 for a layer without one.
-        `state_widths[i]`: f32 values of fixed-size state layer i keeps per slot (default: none).
+        `state_widths[i]`: f32 values of fixed-size state kept per slot in `state[i]` (default: none).
         `kv_type` forces the element type ("f16" or "f32"; default: the adapter's, see kvlayout.cache_type)."""
         self.device = device
         self.dtype = cache_type(device.info, kv_type)

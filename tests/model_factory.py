@@ -25,7 +25,7 @@ T = gguf.MODEL_TENSOR
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 MERGES = ["h e", "l l", "he ll", "Ġ t", "Ġt h"]
 
-ARCHES = ("llama", "mistral", "qwen2", "qwen3", "smollm3", "gemma3", "gemma4", "phi3", "lfm2")
+ARCHES = ("llama", "mistral", "qwen2", "qwen3", "smollm3", "gemma3", "gemma4", "phi3", "lfm2", "qwen35")
 
 
 # Byte offsets of the f16 fields (scales, mins) in one block of the types written as random blocks.
@@ -96,6 +96,9 @@ def write_model(path: Path, *, arch: str = "llama", label: str | None = None, qt
                 local_layers: tuple[bool, ...] | None = None, head_dim_swa: int | None = None,
                 n_kv_head_global: int | None = None, shared_kv_layers: int = 0, n_embd_per_layer: int = 0,
                 partial_rotary: float = 0.25, double_wide_mlp: bool = False, softcap: float = 0.0,
+                recurrent_layers: tuple[bool, ...] | None = None, full_attention_interval: int = 4,
+                ssm_heads: tuple[int, int] = (2, 4), ssm_head_dim: int = 16, conv_kernel: int = 4,
+                rope_sections: tuple[int, ...] = (11, 11, 10, 0),
                 vocab_size: int | None = None, metadata: dict[str, object] | None = None) -> Path:
     """Write a random model of `arch` as the converter would, under `general.architecture` = `label` (default
     `arch`; a different label writes the same tensors and keys under another architecture name).
@@ -116,7 +119,11 @@ def write_model(path: Path, *, arch: str = "llama", label: str | None = None, qt
         K/V heads (default n_kv_head) and proportional RoPE over `partial_rotary` of the head; the last
         `shared_kv_layers` layers without K/V of their own (their unused k/v tensors written all the same, as the
         converter does; double-width feed-forward there with `double_wide_mlp`); per-layer inputs of
-        `n_embd_per_layer` values; final logit soft-capping at `softcap`; a layer_output_scale per layer.
+        `n_embd_per_layer` values; final logit soft-capping at `softcap`; a layer_output_scale per layer;
+      qwen35: gated DeltaNet layers and gated full-attention layers; `recurrent_layers` (per layer: a linear layer,
+        written as attention.recurrent_layers) or else every `full_attention_interval`-th layer full attention;
+        `ssm_heads` (key heads, value heads) of `ssm_head_dim`, `conv_kernel` taps; `rope_dim` rotated dimensions
+        of each attention head with IMROPE `rope_sections`.
     `vocab_size` pads the vocabulary with unreachable tokens to that size (a realistic output projection for speed
     measurements).
     `metadata` overwrites keys after the converter's are written (a value, kept in the type the key had, or a
@@ -134,8 +141,10 @@ def write_model(path: Path, *, arch: str = "llama", label: str | None = None, qt
                                   ("softcap", softcap, ("gemma3", "gemma4")),
                                   ("conv_layers", conv_layers, ("lfm2",)),
                                   ("rope_base_swa", rope_base_swa, ("gemma3", "gemma4")),
-                                  ("rope_linear", rope_linear, ARCHES[:-1]),  # Phi-3's converter writes none
-                                  ("rope_dim", rope_dim, ("phi3",)), ("original_context", original_context, ("phi3",))):
+                                  ("rope_linear", rope_linear, ARCHES[:-2]),  # not lfm2 or qwen35; Phi-3's converter writes none
+                                  ("recurrent_layers", recurrent_layers, ("qwen35",)),
+                                  ("rope_dim", rope_dim, ("phi3", "qwen35")),
+                                  ("original_context", original_context, ("phi3",))):
         if value and arch not in owners:
             raise ValueError(f"{option} does not apply to {arch}")
     if arch in ("phi3", "lfm2") and head_dim not in (None, n_embd // n_head):
@@ -190,6 +199,21 @@ def write_model(path: Path, *, arch: str = "llama", label: str | None = None, qt
     if arch in ("llama", "mistral", "smollm3", "lfm2"):
         w.add_vocab_size(len(vocab))
         w.add_rope_dimension_count(hd)
+    if arch == "qwen35":
+        n_k_ssm, n_v_ssm = ssm_heads
+        w.add_ssm_conv_kernel(conv_kernel)
+        w.add_ssm_state_size(ssm_head_dim)
+        w.add_ssm_group_count(n_k_ssm)
+        w.add_ssm_time_step_rank(n_v_ssm)
+        w.add_ssm_inner_size(ssm_head_dim * n_v_ssm)
+        if recurrent_layers is not None:
+            # llama.cpp's key for HF's layer_types; gguf 0.19 has no writer method for it.
+            w.add_array(f"{w.arch}.attention.recurrent_layers", [bool(r) for r in recurrent_layers])
+        else:
+            recurrent_layers = tuple((i + 1) % full_attention_interval != 0 for i in range(n_layer))
+        w.add_full_attention_interval(full_attention_interval)
+        w.add_rope_dimension_count(rope_dim or hd)
+        w.add_rope_dimension_sections(list(rope_sections))
     if arch == "lfm2":
         w.add_shortconv_l_cache(l_cache)
         if sliding_window:
@@ -294,6 +318,15 @@ def write_model(path: Path, *, arch: str = "llama", label: str | None = None, qt
             kv_dim = (n_kv_head if local_layers[i] or n_kv_head_global is None else n_kv_head_global) * hd
             q_dim = n_head * hd
         vector(T.ATTN_NORM, n_embd, i)
+        if arch == "qwen35":
+            _qwen35_mixer(w, name, matrix, vector, rng, i, recurrent_layers[i], n_embd=n_embd, q_dim=q_dim,
+                          kv_dim=kv_dim, hd=hd, ssm_heads=ssm_heads, ssm_head_dim=ssm_head_dim,
+                          conv_kernel=conv_kernel)
+            vector(T.ATTN_POST_NORM, n_embd, i)
+            matrix(T.FFN_GATE, n_ff, n_embd, i)
+            matrix(T.FFN_UP, n_ff, n_embd, i)
+            matrix(T.FFN_DOWN, n_embd, n_ff, i)
+            continue
         if arch == "lfm2" and conv_layers[i]:
             # The converter squeezes the (n_embd, 1, l_cache) depthwise kernel to (n_embd, l_cache); it stays F32.
             w.add_tensor(name(T.SHORTCONV_CONV, bid=i), (rng.standard_normal((n_embd, l_cache)) * 0.5).astype(np.float32))
@@ -342,3 +375,29 @@ def write_model(path: Path, *, arch: str = "llama", label: str | None = None, qt
     w.write_tensors_to_file()
     w.close()
     return path
+
+
+def _qwen35_mixer(w, name, matrix, vector, rng, i: int, recurrent: bool, *, n_embd: int, q_dim: int, kv_dim: int,
+                  hd: int, ssm_heads: tuple[int, int], ssm_head_dim: int, conv_kernel: int) -> None:
+    """One Qwen3.5 layer's mixer, as the converter writes it: a gated DeltaNet (decays drawn close enough to 1
+    that the state carries over many steps) or full attention whose query projection holds each head's gate."""
+    if not recurrent:
+        matrix(T.ATTN_Q, 2 * q_dim, n_embd, i)  # per head: query rows, then gate rows
+        vector(T.ATTN_Q_NORM, hd, i)
+        matrix(T.ATTN_K, kv_dim, n_embd, i)
+        vector(T.ATTN_K_NORM, hd, i)
+        matrix(T.ATTN_V, kv_dim, n_embd, i)
+        matrix(T.ATTN_OUT, n_embd, q_dim, i)
+        return
+    n_k, n_v = ssm_heads
+    conv_dim = (2 * n_k + n_v) * ssm_head_dim
+    matrix(T.ATTN_QKV, conv_dim, n_embd, i)
+    matrix(T.ATTN_GATE, n_v * ssm_head_dim, n_embd, i)
+    # The converter squeezes the (conv_dim, 1, kernel) depthwise kernel; it stays F32.
+    w.add_tensor(name(T.SSM_CONV1D, bid=i), (rng.standard_normal((conv_dim, conv_kernel)) * 0.5).astype(np.float32))
+    vector(T.SSM_DT, n_v, i, mean=-1.0, std=0.5, suffix="bias")
+    w.add_tensor(gguf.TENSOR_NAMES[T.SSM_A].format(bid=i), -rng.uniform(0.02, 0.5, n_v).astype(np.float32))  # -exp(A_log)
+    matrix(T.SSM_BETA, n_v, n_embd, i)
+    matrix(T.SSM_ALPHA, n_v, n_embd, i)
+    vector(T.SSM_NORM, ssm_head_dim, i)
+    matrix(T.SSM_OUT, n_embd, n_v * ssm_head_dim, i)

@@ -1,6 +1,7 @@
-"""float64 numpy references of the layers that keep per-sequence state (LFM2's short convolution, Qwen3.5's gated
-delta rule), written from the definitions, position by position, over a sequence's whole history; and the gated
-delta rule's chunked form, as llama.cpp's prefill graph computes it, checked against the position-by-position one."""
+"""float64 numpy references of the layers that keep per-sequence state (LFM2's short convolution, Qwen3.5's
+convolution and gated delta rule), written from the definitions, position by position, over a sequence's whole
+history; and the gated delta rule's chunked form, as llama.cpp's prefill graph computes it, checked against the
+position-by-position one."""
 from __future__ import annotations
 
 import numpy as np
@@ -16,6 +17,24 @@ def shortconv(bcx: np.ndarray, conv: np.ndarray, history: np.ndarray) -> tuple[n
     start = taps - 1 + len(history)
     y = np.stack([c[t] * (v[start + t - taps + 1:start + t + 1] * conv.T).sum(axis=0) for t in range(len(bcx))])
     return y, v[taps - 1:]
+
+
+def conv_silu(x: np.ndarray, conv: np.ndarray, history: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Qwen3.5's convolution: x (n, C) one sequence's inputs, conv (C, L) the taps, history (h, C) the inputs of the
+    positions before. Returns silu(causal_conv(x)) (n, C) and the new history."""
+    taps = conv.shape[1]
+    v = np.concatenate([np.zeros((taps - 1, x.shape[1])), history, x])
+    start = taps - 1 + len(history)
+    y = np.stack([(v[start + t - taps + 1:start + t + 1] * conv.T).sum(axis=0) for t in range(len(x))])
+    return y / (1.0 + np.exp(-y)), v[taps - 1:]
+
+
+def delta_gates(alpha: np.ndarray, beta: np.ndarray, a: np.ndarray, dt_bias: np.ndarray) -> tuple[np.ndarray, ...]:
+    """The gated delta rule's per-head gates from the raw projections, as llama.cpp's qwen35 graph computes them:
+    g = a * softplus(alpha + dt_bias) (softplus(x) = x above 20), beta' = sigmoid(beta)."""
+    x = alpha + dt_bias
+    softplus = np.where(x > 20.0, x, np.log1p(np.exp(np.minimum(x, 20.0))))
+    return a * softplus, 1.0 / (1.0 + np.exp(-beta))
 
 
 def conv_state(history: np.ndarray, taps: int) -> np.ndarray:

@@ -86,7 +86,7 @@ def test_logits_match_llama_cpp(tmp_path, adapter_gpu, name, label):  # noqa: F8
                              f"{name} prompt {k} decode position {i}")
 
 
-@pytest.mark.parametrize("arch", ["starcoder2", "olmo2", "qwen35", "gemma3n", "lfm2moe"])
+@pytest.mark.parametrize("arch", ["starcoder2", "olmo2", "qwen35moe", "gemma3n", "lfm2moe"])
 def test_unsupported_architecture_is_refused_by_name(tmp_path, adapter_gpu, arch):  # noqa: F811
     """A file llama.cpp runs but llmchat does not: refused up front, naming the architecture and what is supported."""
     path = tmp_path / f"{arch}.gguf"

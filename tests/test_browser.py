@@ -519,6 +519,14 @@ def test_a_hybrid_lfm2_runs_in_the_browser_like_the_native_engine(page, tmp_path
                             n_kv_head=2, n_ff=96, conv_layers=(True, False, True), seed=23)
 
 
+def test_a_hybrid_qwen35_runs_in_the_browser_like_the_native_engine(page, tmp_path):
+    """A tiny random Qwen3.5: gated DeltaNet layers (convolution and recurrent state per sequence) beside a gated
+    full-attention layer."""
+    _tiny_model_like_native(page, tmp_path, "tiny-qwen35", arch="qwen35", n_layer=3, n_embd=64, n_head=4,
+                            n_kv_head=2, head_dim=32, n_ff=96, rope_dim=16, rope_sections=(3, 3, 2, 0),
+                            recurrent_layers=(True, False, True), seed=33)
+
+
 def test_a_model_over_the_profile_budget_is_refused_before_downloading(launch_profile, server, smollm2_path,
                                                                      tmp_path, shots):
     """<llm-chat profile="phone,gpu_budget=110MiB">: the phone profile's numbers come from Python

@@ -1,6 +1,6 @@
-"""The gated feed-forward unit's activations (shaders/activation.wgsl) in both places they run: the matmul's gated
-mode over a stacked [gate; up] weight, and glu.wgsl when gate and up were computed apart. SiLU for the Llama family,
-GELU with the tanh approximation for Gemma, against float64 numpy; |err| <= 1e-5 * max|ref| + 1e-6 (gpu_util).
+"""The gated unit's activations (shaders/activation.wgsl) in both places they run: the matmul's gated mode over a
+stacked [gate; up] weight, and glu.wgsl when gate and up were computed apart. SiLU for the Llama family, GELU with
+the tanh approximation for Gemma, sigmoid for Qwen3.5's gated attention output (apart only), against float64 numpy; |err| <= 1e-5 * max|ref| + 1e-6 (gpu_util).
 Gate values reach +-30 so the tails (where tanh saturates and exp overflows in f32) are covered.
 """
 from __future__ import annotations
@@ -23,7 +23,11 @@ def gelu(v: np.ndarray) -> np.ndarray:
     return 0.5 * v * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (v + 0.044715 * v ** 3)))
 
 
-REFERENCE = {"silu": silu, "gelu": gelu}
+def sigmoid(v: np.ndarray) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-v))
+
+
+REFERENCE = {"silu": silu, "gelu": gelu, "sigmoid": sigmoid}
 
 
 @pytest.mark.parametrize("act", ["silu", "gelu"])
@@ -41,7 +45,7 @@ def test_gated_matmul_activation(gpu: Gpu, rng, act: str, n_tokens: int):
     assert_close(gpu.read(y), REFERENCE[act](x @ gate.T) * (x @ up.T), what=act)
 
 
-@pytest.mark.parametrize("act", ["silu", "gelu"])
+@pytest.mark.parametrize("act", ["silu", "gelu", "sigmoid"])
 def test_gate_times_up_apart(gpu: Gpu, rng, act: str):
     n_tokens, cols = 3, 300
     g = np.concatenate([np.linspace(-30, 30, cols)[None, :], rng.standard_normal((n_tokens - 1, cols)) * 4])

@@ -122,6 +122,19 @@ VARIANTS: dict[str, dict] = {
                                  conv_layers=(True, False, True, True, False), l_cache=4, sliding_window=8, seed=22,
                                  rope_base=1e6),
                      context=256, prompts=[64, 11]),
+    # Qwen3.5: three gated DeltaNet layers (4-tap convolution, 2 key heads tiled over 4 value heads of 16) then a
+    # gated full-attention layer (heads of 32, 16 of them rotated, IMROPE sections 3/3/2); prompts run the
+    # recurrence over many steps and cross the convolution's window in every chunk. Tied output.
+    "qwen35": dict(params=dict(arch="qwen35", qtype="F32", **SMALL, head_dim=32, n_layer=4, rope_dim=16,
+                               rope_sections=(3, 3, 2, 0), seed=31, rope_base=1e7, norm_eps=1e-6),
+                   context=256, prompts=[64, 17]),
+    # F16 weights, the layer kinds from attention.recurrent_layers (attention second and fifth), as many key as
+    # value heads (of 32), an output matrix of its own. (With Q8_0 weights llama.cpp's 8-bit activations put its
+    # logits up to 4e-2 from a float64 forward pass of the same file, past what the test tolerates.)
+    "qwen35-f16": dict(params=dict(arch="qwen35", qtype="F16", **SMALL, head_dim=32, n_layer=6, rope_dim=16,
+                                   rope_sections=(3, 3, 2, 0), recurrent_layers=(True, False, True, True, False, True),
+                                   ssm_heads=(2, 2), ssm_head_dim=32, tied=False, seed=32, norm_eps=1e-6),
+                       context=256, prompts=[48, 17]),
 }
 
 N_POSITIONS = 4  # logits rows kept per prompt, spread over it, the last included

@@ -21,8 +21,8 @@ F32 = 4  # bytes of an f32 value: activations, and the KV cache's elements (kvla
 
 # Weight types whose matmuls llama.cpp feeds 8-bit activations (Recorder.q8_activations emulates that)
 QUANTIZED = frozenset(GGMLType) - {GGMLType.F32, GGMLType.F16, GGMLType.BF16}
-# Activations of a gated feed-forward unit (shaders/activation.wgsl)
-ACTIVATIONS = {"silu": 0, "gelu": 1}
+# Activations of a gated unit (shaders/activation.wgsl)
+ACTIVATIONS = {"silu": 0, "gelu": 1, "sigmoid": 2}
 
 
 def matmul(rec: Recorder, w: Weight, x: Act, y: Act, *, y_offset: int = 0, mode: int = 0, bias=None,

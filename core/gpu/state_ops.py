@@ -1,6 +1,7 @@
 """Operations of layers that keep per-sequence state beside the KV cache (`KVCache.state`): the kernels that read
 a slot's state for the first positions of a step and leave it at the step's end. Bindings and `Params` layouts of
-shaders/shortconv.wgsl, shaders/gated_delta.wgsl and shaders/gated_delta_chunk.wgsl live here only.
+shaders/shortconv.wgsl, shaders/gated_delta.wgsl, shaders/gated_delta_chunk.wgsl and shaders/delta_gates.wgsl live
+here only.
 """
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ def shortconv(rec: Recorder, bcx: Act, tokens: Binding, conv: Buffer, state: Buf
                          f"y {y.rows}x{y.cols}")
     if conv.size < 4 * n_embd * l_cache:
         raise ValueError(f"conv taps '{conv.label}' hold {conv.size} bytes, not {n_embd} x {l_cache} f32")
-    kernel = rec.kernels.get("shortconv.wgsl", L=l_cache)
+    kernel = rec.kernels.get("shortconv.wgsl", L=l_cache, SILU="false")
     params = rec.params("shortconv", "4I", n_embd, bcx.cols, y.cols, 0)
     rec.add(kernel, (params, rec.step, bcx.buffer, tokens, conv, state, y.buffer), (cdiv(n_embd, 64), bcx.rows, 1))
 
@@ -68,3 +69,31 @@ def gated_delta(rec: Recorder, qkv: Act, gb: Act, tokens: Binding, state: Buffer
         # Only a token at least `first` chunks before the step's end can start a sequence that reaches the window.
         params = rec.params("gated_delta_chunk", "6I2f2I", *values, first, window)
         rec.add(kernel, (params, *data), (cdiv(head_dim, wg * rows), n_v_heads, qkv.rows - first * CHUNK))
+
+
+def conv_silu(rec: Recorder, x: Act, tokens: Binding, conv: Buffer, state: Buffer, y: Act, *, channels: int,
+              taps: int) -> None:
+    """y[t] = silu(causal_conv(x)[t]) over the last `taps` positions of each token's sequence, for the first
+    `channels` columns of x and `conv` [channels][taps] taps: Qwen3.5's convolution over its mixed q|k|v projection.
+    Reads and moves each slot's state of (taps - 1) x channels values (see shaders/shortconv.wgsl)."""
+    if x.cols < channels or y.cols < channels or taps < 2:
+        raise ValueError(f"conv over {channels} channels and {taps} taps: x is {x.rows}x{x.cols}, y {y.rows}x{y.cols}")
+    if conv.size < 4 * channels * taps:
+        raise ValueError(f"conv taps '{conv.label}' hold {conv.size} bytes, not {channels} x {taps} f32")
+    kernel = rec.kernels.get("shortconv.wgsl", L=taps, SILU="true")
+    params = rec.params("conv_silu", "4I", channels, x.cols, y.cols, 0)
+    rec.add(kernel, (params, rec.step, x.buffer, tokens, conv, state, y.buffer), (cdiv(channels, 64), x.rows, 1))
+
+
+def delta_gates(rec: Recorder, ab: Act, a: Buffer, dt_bias: Buffer, *, n_heads: int) -> None:
+    """In place over ab[t] = [alpha | beta] (n_heads each, the raw projections): alpha becomes the decay's log
+    g = a * softplus(alpha + dt_bias) and beta becomes sigmoid(beta), the `gb` rows `gated_delta` takes (see
+    shaders/delta_gates.wgsl)."""
+    if ab.cols != 2 * n_heads:
+        raise ValueError(f"delta gates of {n_heads} heads: ab rows hold {ab.cols} values, not {2 * n_heads}")
+    for v, what in ((a, "a"), (dt_bias, "dt bias")):
+        if v.size < 4 * n_heads:
+            raise ValueError(f"{what} '{v.label}' holds {v.size} bytes, not {n_heads} f32")
+    kernel = rec.kernels.get("delta_gates.wgsl")
+    params = rec.params("delta_gates", "4I", n_heads, 0, 0, 0)
+    rec.add(kernel, (params, rec.step, ab.buffer, a, dt_bias), (cdiv(n_heads, 64), ab.rows, 1))

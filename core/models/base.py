@@ -9,9 +9,11 @@ weights it handed out, by tensor names, for reports). Beyond that the engine see
 - `activations()`: the buffers one forward step needs, by name and width; the engine allocates them for its
   largest step and hands them back, cut to each program's rows, as an `Activations`;
 - `kv_widths()`: per layer, how many values one position keeps in each of the K and V caches (0: none);
-- `state_widths()` (optional; default none): per layer, how many f32 values of fixed-size state one sequence keeps
-  (a convolution's last inputs, a recurrent layer's matrix), allocated per slot beside the KV cache as `kv.state[i]`
-  and kept right across new sequences, forks and truncation by `llmchat.kv_cache.KVCache`;
+- `state_widths()` (optional; default none): per state buffer, how many f32 values of fixed-size state one sequence
+  keeps (a convolution's last inputs, a recurrent layer's matrix), allocated per slot beside the KV cache as
+  `kv.state[i]` and kept right across new sequences, forks and truncation by `llmchat.kv_cache.KVCache`; usually
+  one entry per layer (0: none), and a model whose layers keep several kinds of state lists more and says which
+  index is whose;
 - `record(rec, acts, kv, logits, context)`: the forward pass as dispatches, recorded once per step shape;
 - `config` and `weight_bytes`.
 """
@@ -76,7 +78,7 @@ class Model(Protocol):
 
 
 def state_widths(model) -> list[int]:
-    """The model's per-layer state widths (`Model.state_widths`), or none for a model that keeps no state."""
+    """The model's state widths (`Model.state_widths`), or none for a model that keeps no state."""
     widths = getattr(model, "state_widths", None)
     return list(widths()) if widths is not None else []
 

@@ -60,39 +60,52 @@ class WeightLoader:
         and `check_all_read` counts them as read."""
         self._read.update(n for n in names if self.has(n))
 
-    def weight(self, names: list[str]) -> Weight:
-        """One weight made of the tensors `names` stacked by rows (they must share row length and type)."""
+    def weight(self, names: list[str], rows: dict[str, list[tuple[int, int]]] | None = None) -> Weight:
+        """One weight made of the tensors `names` stacked by rows (they must share row length and type).
+
+        `rows` takes only some rows of a tensor, as (first row, count) ranges in the order given: the outputs of a
+        fused projection regrouped (Qwen3.5's query heads apart from their interleaved gates)."""
+        rows = rows or {}
         infos = [self._info(n) for n in names]
         k = infos[0].shape[0]
         if any(len(i.shape) != 2 or i.shape[0] != k or i.type != infos[0].type for i in infos):
             raise GGUFError(f"{self.gguf.name}: tensors {names} cannot be stacked (shapes or types differ)")
-        name, ggml_type = "+".join(names), infos[0].type
+        ranges = [rows.get(n, [(0, i.shape[1])]) for n, i in zip(names, infos)]
+        if any(a < 0 or n < 1 or a + n > i.shape[1] for r, i in zip(ranges, infos) for a, n in r):
+            raise ValueError(f"row ranges {rows} fall outside the tensors {names}")
+        name = "+".join(n + (f"[{len(rows[n])} row ranges from {rows[n][0][0]}]" if n in rows else "") for n in names)
+        ggml_type = infos[0].type
         split = self.split and ggml_type in SPLIT_TYPES
+        n_rows = sum(n for r in ranges for _, n in r)
         if self.planning:
             check_type(name, ggml_type, k)
-            w = Weight(name, ggml_type, k, sum(i.shape[1] for i in infos), [], layout="split" if split else "gguf")
+            w = Weight(name, ggml_type, k, n_rows, [], layout="split" if split else "gguf")
             w.parts.extend(WeightPart(Buffer(n * w.row_bytes, f"{name}[{start}:+{n}]", None), start, n)
                            for start, n in plan_parts(name, w.rows, w.row_bytes, self.info.max_binding_size))
         else:
-            pieces = [Piece(i.shape[1], self.gguf.sources[i.shard], i.offset) for i in infos]
+            row_bytes = Weight(name, ggml_type, k, 0, []).row_bytes
+            pieces = [Piece(n, self.gguf.sources[i.shard], i.offset + a * row_bytes)
+                      for r, i in zip(ranges, infos) for a, n in r]
             w = upload_weight(self.device, name, ggml_type, k, pieces)
             if split:
                 w = split_weight(self.device, self.kernels, w)
         self.bytes += w.nbytes
-        self.file_bytes += sum(i.nbytes for i in infos)
+        self.file_bytes += sum(i.nbytes * sum(n for _, n in r) // i.shape[1] for r, i in zip(ranges, infos))
         self.weights[name] = w
         return w
 
-    def stacked(self, names: list[str]) -> list[Weight]:
+    def stacked(self, names: list[str], rows: dict[str, list[tuple[int, int]]] | None = None) -> list[Weight]:
         """The tensors as one stacked weight (one dispatch computes them all) when their types match and the stack
-        fits one binding's worth of parts, else one weight each."""
+        fits one binding's worth of parts, else one weight each (`rows` as for `weight`)."""
+        rows = rows or {}
         infos = [self._info(n) for n in names]
         if len({i.type for i in infos}) == 1 and len({i.shape[0] for i in infos}) == 1:
-            probe = Weight("", infos[0].type, infos[0].shape[0], sum(i.shape[1] for i in infos), [],
+            n_rows = sum(sum(n for _, n in rows[m]) if m in rows else i.shape[1] for m, i in zip(names, infos))
+            probe = Weight("", infos[0].type, infos[0].shape[0], n_rows, [],
                            layout="split" if self.split and infos[0].type in SPLIT_TYPES else "gguf")
             if probe.nbytes <= self.info.max_binding_size:
-                return [self.weight(names)]
-        return [self.weight([n]) for n in names]
+                return [self.weight(names, rows)]
+        return [self.weight([n], {n: rows[n]} if n in rows else None) for n in names]
 
     def vector(self, name: str) -> Buffer:
         """An f32 vector (a norm's weights)."""

@@ -1,6 +1,7 @@
-"""Tiny random LFM2 and Gemma 4 models end to end: `llmchat run` and `llmchat chat` in a subprocess, and `llmchat
-serve` answering two concurrent requests exactly as it answers them one at a time (each sequence's convolution
-state its own; Gemma 4's shared-cache layers reading their own sequence's cache)."""
+"""Tiny random models beyond the plain transformer (LFM2 and Qwen3.5 with per-sequence state, Gemma 4 with layers
+reading another layer's cache) end to end: `llmchat run` and `llmchat chat` in a subprocess, and `llmchat serve`
+answering two concurrent requests exactly as it answers them one at a time (each sequence's convolution and
+recurrent state its own; Gemma 4's shared-cache layers reading their own sequence's cache)."""
 from __future__ import annotations
 
 import json
@@ -21,7 +22,7 @@ ORACLE = Path(__file__).parent / "data" / "oracle"
 PROMPTS = ["hello there, hello", "the theory of the thing"]
 
 
-@pytest.fixture(scope="module", params=["lfm2", "gemma4"])
+@pytest.fixture(scope="module", params=["lfm2", "qwen35", "gemma4"])
 def model(tmp_path_factory, request) -> str:
     params = json.loads((ORACLE / f"{request.param}.json").read_text())["params"]
     return str(write_model(tmp_path_factory.mktemp(request.param) / f"tiny-{request.param}.gguf", **params))

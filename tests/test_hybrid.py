@@ -1,5 +1,6 @@
-"""LFM2 through the engine: per-sequence convolution state kept right across batching, chunking, forks, prefix
-sharing, truncation and slot reuse (tests/test_arch_oracle.py checks the logits themselves against llama.cpp).
+"""The hybrid models through the engine (LFM2's convolution blocks; Qwen3.5's gated DeltaNet layers, a convolution
+and a recurrent matrix per head): per-sequence state kept right across batching, chunking, forks, prefix sharing,
+truncation and slot reuse (tests/test_arch_oracle.py checks the logits themselves against llama.cpp).
 
 Batched and chunked runs are compared with one sequence alone, token by token, within 1e-5 of the largest logit:
 the same kernels run on the same numbers in another order of tokens per step (measured: a few 1e-7).
@@ -27,13 +28,15 @@ from model_factory import write_model
 
 pytestmark = pytest.mark.gpu
 
-PARAMS = json.loads((Path(__file__).parent / "data" / "oracle" / "lfm2.json").read_text())["params"]
+ARCHES = ["lfm2", "qwen35"]
+PARAMS = {a: json.loads((Path(__file__).parent / "data" / "oracle" / f"{a}.json").read_text())["params"]
+          for a in ARCHES}
 TOL = 1e-5
 
 
-@pytest.fixture(scope="module")
-def path(tmp_path_factory):
-    return write_model(tmp_path_factory.mktemp("lfm2") / "lfm2.gguf", **PARAMS)
+@pytest.fixture(scope="module", params=ARCHES)
+def path(request, tmp_path_factory):
+    return write_model(tmp_path_factory.mktemp(request.param) / f"{request.param}.gguf", **PARAMS[request.param])
 
 
 @pytest.fixture(scope="module")
@@ -178,7 +181,7 @@ def test_chat_keeps_or_recomputes_the_conversation(path, gpu):  # noqa: F811
     assert cached[1] == 0  # shares a few tokens with the last conversation, but the state stands past them
 
 
-def test_scheduler_batches_lfm2_sequences(llm):
+def test_scheduler_batches_hybrid_sequences(llm):
     prompts = [prompt(10 + i, 5 + 9 * i) for i in range(4)]
     expected = [[e.token for e in llm.generate(p, max_tokens=8, ignore_eos=True) if e.token is not None]
                 for p in prompts]
@@ -208,15 +211,22 @@ def test_scheduler_batches_lfm2_sequences(llm):
 
 def test_memory_plan_counts_the_state(path):
     with open_gguf(str(path)) as f:
+        arch = f.metadata["general.architecture"]
         plan = plan_memory(f, DEFAULT_ADAPTER, context=128, n_slots=3)
-    c = PARAMS
-    n_conv = sum(c["conv_layers"])
-    assert plan.state == n_conv * 3 * (3 - 1) * c["n_embd"] * 4
+    c = PARAMS[arch]
+    if arch == "lfm2":  # 3 taps: the last 2 inputs of every channel
+        n_stateful, per_layer = sum(c["conv_layers"]), (3 - 1) * c["n_embd"]
+        head = c["n_embd"] // c["n_head"]
+    else:  # the model factory's defaults: 2 key and 4 value heads of 16, 4 taps; every 4th layer attention
+        n_stateful, per_layer = c["n_layer"] - c["n_layer"] // 4, 4 * 16 * 16 + (4 - 1) * (2 * 2 + 4) * 16
+        head = c["head_dim"]
+    assert plan.state == n_stateful * 3 * per_layer * 4
     assert plan.total == plan.weights + plan.kv_cache + plan.activations + plan.state
-    assert plan.kv_cache == 2 * (c["n_layer"] - n_conv) * 128 * 3 * c["n_kv_head"] * 16 * 4
+    assert plan.kv_cache == 2 * (c["n_layer"] - n_stateful) * 128 * 3 * c["n_kv_head"] * head * 4
 
 
-def test_what_llmchat_cannot_run_is_refused(path):
+def test_what_llmchat_cannot_run_is_refused(tmp_path):
+    path = write_model(tmp_path / "lfm2.gguf", **PARAMS["lfm2"])
     with open_gguf(str(path)) as f:
         md = dict(f.metadata)
     config_from_metadata(md)
@@ -253,3 +263,17 @@ def test_scheduler_reuses_a_finished_conversation(llm):
         scheduler.stop()
     assert isinstance(end, FinishEvent) and end.cached_tokens == len(first) + len(reply) - 1
     assert got == [e.token for e in llm.generate(follow, max_tokens=5, ignore_eos=True) if e.token is not None]
+
+
+def test_what_llmchat_cannot_run_of_qwen35_is_refused(tmp_path):
+    path = write_model(tmp_path / "qwen35.gguf", **PARAMS["qwen35"])
+    with open_gguf(str(path)) as f:
+        md = dict(f.metadata)
+    config_from_metadata(md)
+    with pytest.raises(UnsupportedModelError, match="multi-token-prediction"):
+        config_from_metadata(md | {"qwen35.nextn_predict_layers": 1})
+    config_from_metadata(md | {"qwen35.rope.dimension_sections": [2, 1, 1, 0]})  # cycles every 4 pairs, all text
+    with pytest.raises(UnsupportedModelError, match="fourth"):  # pairs 3 to 7 of 8 fall to the fourth section
+        config_from_metadata(md | {"qwen35.rope.dimension_sections": [1, 1, 1, 5]})
+    with pytest.raises(UnsupportedModelError, match="'qwen35moe' is not supported"):
+        config_from_metadata(md | {"general.architecture": "qwen35moe"})
