@@ -38,9 +38,15 @@ class Dim:
         return Dim(self.value // n, f"{self.source} / {n}")
 
 
+def block_index(name: str) -> int | None:
+    """The block a tensor belongs to (`blk.N.`...), or None."""
+    m = _BLOCK.match(name)
+    return int(m.group(1)) if m else None
+
+
 def check_blocks(n_layer: Dim, tensors: dict, where: str) -> None:
     """Refuse `tensors` unless their blocks are exactly blk.0 .. blk.{n_layer - 1}."""
-    blocks = {int(m.group(1)) for name in tensors if (m := _BLOCK.match(name))}
+    blocks = {b for name in tensors if (b := block_index(name)) is not None}
     if blocks != set(range(n_layer.value)):
         found = (f"tensors for blocks {min(blocks)}..{max(blocks)}" + ("" if len(blocks) == max(blocks) + 1 else
                  f" ({len(blocks)} of them)")) if blocks else "no block tensors"

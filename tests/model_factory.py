@@ -98,7 +98,7 @@ def write_model(path: Path, *, arch: str = "llama", label: str | None = None, qt
                 partial_rotary: float = 0.25, double_wide_mlp: bool = False, softcap: float = 0.0,
                 recurrent_layers: tuple[bool, ...] | None = None, full_attention_interval: int = 4,
                 ssm_heads: tuple[int, int] = (2, 4), ssm_head_dim: int = 16, conv_kernel: int = 4,
-                rope_sections: tuple[int, ...] = (11, 11, 10, 0),
+                rope_sections: tuple[int, ...] = (11, 11, 10, 0), mtp_layers: int = 0,
                 vocab_size: int | None = None, metadata: dict[str, object] | None = None) -> Path:
     """Write a random model of `arch` as the converter would, under `general.architecture` = `label` (default
     `arch`; a different label writes the same tensors and keys under another architecture name).
@@ -123,7 +123,8 @@ def write_model(path: Path, *, arch: str = "llama", label: str | None = None, qt
       qwen35: gated DeltaNet layers and gated full-attention layers; `recurrent_layers` (per layer: a linear layer,
         written as attention.recurrent_layers) or else every `full_attention_interval`-th layer full attention;
         `ssm_heads` (key heads, value heads) of `ssm_head_dim`, `conv_kernel` taps; `rope_dim` rotated dimensions
-        of each attention head with IMROPE `rope_sections`.
+        of each attention head with IMROPE `rope_sections`; `mtp_layers` multi-token-prediction blocks after the
+        trunk (counted in block_count, as the converter writes them by default).
     `vocab_size` pads the vocabulary with unreachable tokens to that size (a realistic output projection for speed
     measurements).
     `metadata` overwrites keys after the converter's are written (a value, kept in the type the key had, or a
@@ -143,6 +144,7 @@ def write_model(path: Path, *, arch: str = "llama", label: str | None = None, qt
                                   ("rope_base_swa", rope_base_swa, ("gemma3", "gemma4")),
                                   ("rope_linear", rope_linear, ARCHES[:-2]),  # not lfm2 or qwen35; Phi-3's converter writes none
                                   ("recurrent_layers", recurrent_layers, ("qwen35",)),
+                                  ("mtp_layers", mtp_layers, ("qwen35",)),
                                   ("rope_dim", rope_dim, ("phi3", "qwen35")),
                                   ("original_context", original_context, ("phi3",))):
         if value and arch not in owners:
@@ -163,6 +165,8 @@ def write_model(path: Path, *, arch: str = "llama", label: str | None = None, qt
     # The converter writes Mistral checkpoints as llama files; `label` can still call them "mistral".
     model_arch = gguf.MODEL_ARCH.LLAMA if arch == "mistral" else gguf.MODEL_ARCH[arch.upper()]
     known = set(gguf.MODEL_TENSORS[model_arch])
+    if arch == "qwen35":  # llama.cpp's table has the prediction blocks' tensors; gguf 0.19's lacks them
+        known |= {T.NEXTN_EH_PROJ, T.NEXTN_ENORM, T.NEXTN_HNORM, T.NEXTN_SHARED_HEAD_NORM}
     rng = np.random.default_rng(seed)
     vocab = vocabulary()
     vocab += [f"<pad{i}>" for i in range(max(0, (vocab_size or 0) - len(vocab)))]
@@ -173,7 +177,7 @@ def write_model(path: Path, *, arch: str = "llama", label: str | None = None, qt
     w.add_name("tiny random model")
 
     # -- metadata, in the converter's terms --------------------------------------------------------------------
-    w.add_block_count(n_layer)
+    w.add_block_count(n_layer + mtp_layers)
     w.add_context_length(context_length)
     w.add_embedding_length(n_embd)
     gemma4 = arch == "gemma4"
@@ -208,10 +212,13 @@ def write_model(path: Path, *, arch: str = "llama", label: str | None = None, qt
         w.add_ssm_inner_size(ssm_head_dim * n_v_ssm)
         if recurrent_layers is not None:
             # llama.cpp's key for HF's layer_types; gguf 0.19 has no writer method for it.
-            w.add_array(f"{w.arch}.attention.recurrent_layers", [bool(r) for r in recurrent_layers])
+            w.add_array(f"{w.arch}.attention.recurrent_layers",
+                        [bool(r) for r in recurrent_layers] + [False] * mtp_layers)  # over every block
         else:
             recurrent_layers = tuple((i + 1) % full_attention_interval != 0 for i in range(n_layer))
         w.add_full_attention_interval(full_attention_interval)
+        if mtp_layers:
+            w.add_uint32(f"{w.arch}.nextn_predict_layers", mtp_layers)
         w.add_rope_dimension_count(rope_dim or hd)
         w.add_rope_dimension_sections(list(rope_sections))
     if arch == "lfm2":
@@ -367,6 +374,16 @@ def write_model(path: Path, *, arch: str = "llama", label: str | None = None, qt
                 matrix(T.PER_LAYER_PROJ, n_embd, n_embd_per_layer, i)
                 vector(T.PER_LAYER_POST_NORM, n_embd, i)
             vector(T.LAYER_OUT_SCALE, 1, i, mean=0.75, std=0.2)
+    for i in range(n_layer, n_layer + mtp_layers):  # a full-attention block with the prediction head's tensors
+        vector(T.ATTN_NORM, n_embd, i)
+        _qwen35_mixer(w, name, matrix, vector, rng, i, False, n_embd=n_embd, q_dim=q_dim, kv_dim=kv_dim, hd=hd,
+                      ssm_heads=ssm_heads, ssm_head_dim=ssm_head_dim, conv_kernel=conv_kernel)
+        vector(T.ATTN_POST_NORM, n_embd, i)
+        for kind, rows, cols in ((T.FFN_GATE, n_ff, n_embd), (T.FFN_UP, n_ff, n_embd), (T.FFN_DOWN, n_embd, n_ff),
+                                 (T.NEXTN_EH_PROJ, n_embd, 2 * n_embd)):
+            matrix(kind, rows, cols, i)
+        for kind in (T.NEXTN_ENORM, T.NEXTN_HNORM, T.NEXTN_SHARED_HEAD_NORM):
+            vector(kind, n_embd, i)
     vector(T.TOKEN_EMBD_NORM if arch == "lfm2" else T.OUTPUT_NORM, n_embd)  # LFM2's final norm
     if not tied:
         matrix(T.OUTPUT, len(vocab), n_embd, scale=n_embd ** -0.5)

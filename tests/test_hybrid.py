@@ -270,8 +270,8 @@ def test_what_llmchat_cannot_run_of_qwen35_is_refused(tmp_path):
     with open_gguf(str(path)) as f:
         md = dict(f.metadata)
     config_from_metadata(md)
-    with pytest.raises(UnsupportedModelError, match="multi-token-prediction"):
-        config_from_metadata(md | {"qwen35.nextn_predict_layers": 1})
+    with pytest.raises(UnsupportedModelError, match="leaves no trunk"):  # prediction blocks alone
+        config_from_metadata(md | {"qwen35.nextn_predict_layers": md["qwen35.block_count"]})
     config_from_metadata(md | {"qwen35.rope.dimension_sections": [2, 1, 1, 0]})  # cycles every 4 pairs, all text
     with pytest.raises(UnsupportedModelError, match="fourth"):  # pairs 3 to 7 of 8 fall to the fourth section
         config_from_metadata(md | {"qwen35.rope.dimension_sections": [1, 1, 1, 5]})

@@ -135,6 +135,10 @@ VARIANTS: dict[str, dict] = {
                                    rope_sections=(3, 3, 2, 0), recurrent_layers=(True, False, True, True, False, True),
                                    ssm_heads=(2, 2), ssm_head_dim=32, tied=False, seed=32, norm_eps=1e-6),
                        context=256, prompts=[48, 17]),
+    # A file converted with its multi-token-prediction block (the converter's default): llama.cpp skips it.
+    "qwen35-mtp": dict(params=dict(arch="qwen35", qtype="F32", **SMALL, head_dim=32, n_layer=4, rope_dim=16,
+                                   rope_sections=(3, 3, 2, 0), seed=33, norm_eps=1e-6, mtp_layers=1),
+                       context=256, prompts=[24]),
 }
 
 N_POSITIONS = 4  # logits rows kept per prompt, spread over it, the last included

@@ -27,6 +27,10 @@ rotated pair uncovered would rotate it by the fourth (zero) position, which is r
 read as llama.cpp reads it: `attention.recurrent_layers` if present, else every layer but each
 `full_attention_interval`-th.
 
+Files converted with their multi-token-prediction blocks (`nextn_predict_layers`, the converter's default) hold
+them after the trunk's blocks; like llama.cpp by default, the trunk runs alone and those blocks are skipped (their
+bytes never read): they only draft tokens for speculative decoding.
+
 Each linear layer keeps per sequence the last conv_kernel - 1 inputs of its convolution and one head_dim x head_dim
 matrix per value head (`state_widths`); a full-attention layer its KV cache.
 """
@@ -40,7 +44,7 @@ from ..gpu import ops, state_ops
 from ..gpu.device import Buffer
 from ..gpu.recorder import Act, Recorder
 from ..gpu.tensors import Weight
-from ..shapes import Dim
+from ..shapes import Dim, block_index
 from . import register
 from .base import Activations, ActivationSpec
 from .layers import Norm, decoder_activations, gated, logits, output_weight, project
@@ -62,6 +66,7 @@ class Qwen35Config(ModelConfig):
     n_k_heads: int  # query/key heads of the linear layers (ssm.group_count)
     n_v_heads: int  # value heads of the linear layers (ssm.time_step_rank)
     ssm_head_dim: int  # key and value head size of the linear layers (ssm.state_size)
+    mtp_layers: int  # multi-token-prediction blocks after the trunk's n_layer (skipped)
 
     @property
     def ssm_key_dim(self) -> int:
@@ -78,14 +83,19 @@ class Qwen35Config(ModelConfig):
     @classmethod
     def from_metadata(cls, md: dict, where: str = "model") -> "Qwen35Config":
         m = Metadata(md, where)
-        if m.get("nextn_predict_layers", 0, minimum=0):
-            raise UnsupportedModelError(f"{where}: this file holds multi-token-prediction layers "
-                                        f"({m.arch}.nextn_predict_layers), which llmchat does not load yet; convert "
-                                        "the checkpoint with convert_hf_to_gguf.py --no-mtp")
         common = cls.common(m)
-        n_layer = common["n_layer"]
-        if m.has("attention.recurrent_layers"):
-            recurrent = m.per_layer("attention.recurrent_layers", n_layer, kind=bool)
+        blocks = common["n_layer"]
+        mtp = m.get("nextn_predict_layers", 0, minimum=0)
+        if mtp >= blocks:
+            raise UnsupportedModelError(f"{where}: metadata {m.arch}.nextn_predict_layers = {mtp} of {m.arch}."
+                                        f"block_count = {blocks} blocks leaves no trunk: a file of "
+                                        "multi-token-prediction blocks alone only drafts for another model")
+        n_layer = common["n_layer"] = blocks - mtp
+        if mtp:
+            common["sources"] = tuple((f, f"{m.arch}.block_count - {m.arch}.nextn_predict_layers" if f == "n_layer"
+                                       else s) for f, s in common["sources"])
+        if m.has("attention.recurrent_layers"):  # an array over every block, prediction blocks included
+            recurrent = m.per_layer("attention.recurrent_layers", blocks, kind=bool)[:n_layer]
         else:
             interval = m.get("full_attention_interval", 4, minimum=1, maximum=MAX_LAYERS)
             recurrent = tuple((i + 1) % interval != 0 for i in range(n_layer))
@@ -112,7 +122,15 @@ class Qwen35Config(ModelConfig):
                                         f"{common['rope_dim']} rotated dimensions to the fourth (non-text) position; "
                                         "not supported")
         return cls(**common, recurrent=recurrent, conv_kernel=m.get("ssm.conv_kernel", minimum=2, maximum=64),
-                   n_k_heads=n_k, n_v_heads=n_v, ssm_head_dim=head)
+                   n_k_heads=n_k, n_v_heads=n_v, ssm_head_dim=head, mtp_layers=mtp)
+
+    def trunk_tensors(self, tensors: dict) -> dict:
+        """`tensors` without those of the multi-token-prediction blocks."""
+        return {name: t for name, t in tensors.items()
+                if (block_index(name) or 0) < self.n_layer}
+
+    def check_tensors(self, tensors: dict, where: str = "model") -> None:
+        super().check_tensors(self.trunk_tensors(tensors), where)
 
     def tensor_shapes(self) -> dict[str, tuple[Dim, ...]]:
         embd, ff, head = self.dim("n_embd"), self.dim("n_ff"), self.dim("head_dim")
@@ -207,6 +225,7 @@ class Qwen35:
         self.output_norm = weights.vector("output_norm.weight")
         self.output = output_weight(weights, self.token_embd)
         self.weight_bytes = weights.bytes
+        weights.skip(sorted(set(weights.gguf.tensors) - set(c.trunk_tensors(weights.gguf.tensors))))
         weights.check_all_read()
 
     def activations(self) -> list[ActivationSpec]:
