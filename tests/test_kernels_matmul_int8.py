@@ -16,14 +16,19 @@ Two references, two tolerances:
 """
 from __future__ import annotations
 
+from dataclasses import replace
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 from gpu_util import (  # noqa: F401 (adapter_gpu, gpu and rng are fixtures)
     Gpu, adapter_gpu, assert_close, case_id, gpu, random_weight, rng, round_blocks,
 )
 
+from llmchat.errors import ShaderError
 from llmchat.ggml_types import GGMLType
 from llmchat.gpu import ops, tune
+from llmchat.gpu.kernels import Kernels
 from llmchat.gpu.tensors import SPLIT_TYPES, split_weight
 from llmchat.gpu.variants import INT8_TYPES, MatmulTile, variants
 
@@ -159,3 +164,14 @@ def test_tuner_candidates_only_with_rounded_activations(adapter_gpu: Gpu, rng):
             outputs[q8, tile.dot] = tune._floats(gpu.device.read(out, 0, nbytes))
     assert tune._close(outputs[True, "i8"], outputs[True, "f32"])
     assert not tune._close(outputs[False, "i8"], outputs[False, "f32"])
+
+
+def test_kernels_need_the_language_feature(adapter_gpu: Gpu):
+    """A kernel that requires packed_4x8_integer_dot_product is refused where AdapterInfo.dot4i8 is off, and the
+    directive goes to the top of the source wherever its file was included (WGSL wants directives first)."""
+    info = adapter_gpu.device.info
+    source = "const a = 1;\nrequires packed_4x8_integer_dot_product;\n"
+    with pytest.raises(ShaderError, match="needs packed_4x8_integer_dot_product, which"):
+        Kernels(SimpleNamespace(info=replace(info, dot4i8=False)))._adapt(source, "probe")
+    lines = Kernels(SimpleNamespace(info=replace(info, dot4i8=True)))._adapt(source, "probe").splitlines()
+    assert lines == ["requires packed_4x8_integer_dot_product;", "const a = 1;"]
