@@ -13,7 +13,10 @@ them), 0.3-5 s on lavapipe. Large matmuls are measured on their first rows (MAX_
 (which prefill runs for the logits rows only) only in decode. Choices are cached per adapter, driver, llmchat
 version and model shape (a JSON file natively under <llmchat home>/tune/, see `FileStore`; the browser passes a
 store of its own to `tune_model`, `MemoryStore` until it keeps them in OPFS), so later loads time nothing.
-`llmchat bench --retune` measures again.
+`llmchat bench --retune` measures again. Where the model rounds activations to 8 bits (q8_activations) the matmul
+cases round them too and, on adapters with dot4I8Packed, also time each tile with int8 dot products (same numbers
+up to float summation order, so the output check holds); with f32 activations those differ by the rounding and
+are not candidates.
 
 Tuning is on by default on native hardware adapters, off on CPU emulations and in the browser (see `enabled`);
 LLMCHAT_TUNE=1/0 or `load(..., tune=True/False)` decide otherwise. With it off the fixed per-adapter table of
