@@ -58,10 +58,12 @@ class LLM:
     def __init__(self, path, *, context: int | None = None, n_slots: int = 1, max_tokens_per_step: int = 64,
                  device=None, fold_norms: bool | None = None, q8_activations: bool = False,
                  profile: str | Profile | None = None, kv_type: str | None = None, tune: bool | None = None,
-                 retune: bool = False):
+                 retune: bool = False, int8_dot: bool = False):
         """`fold_norms` forces RMSNorms into (or out of) the projections; by default it depends on the adapter.
         `q8_activations` rounds activations to 8 bits before matmuls over quantized weights, as llama.cpp does: its
-        numbers rather than f32's (which are closer to the unquantized model). `profile` caps the device to a class
+        numbers rather than f32's (which are closer to the unquantized model); with it, the tuner also times int8 dot
+        products (dot4I8Packed) where the adapter has them. `int8_dot` forces those for Q4_0, Q4_1 and Q8_0 weights
+        (and implies q8_activations); an adapter without them refuses it with GPUError. `profile` caps the device to a class
         of devices ("phone", "iphone", ... see llmchat.gpu.profiles; default $LLMCHAT_PROFILE): its limits, its
         features and its GPU memory budget, which the memory plan checks before anything is allocated. `kv_type`
         ("f16" or "f32") forces the KV cache's element type; by default f16 where the adapter has shader-f16, f32
@@ -92,8 +94,10 @@ class LLM:
         self.model = model_class(self.config.arch)(self.config, loader, fold_norms=fold_norms)
         kernels = Kernels(self.device)
         # Before any program is recorded: recording picks the kernel variants.
+        q8_activations = q8_activations or int8_dot
         self.tuning = tune_model(self.device, kernels, loader.weights, config=self.config,
-                                 prefill_tokens=step_bucket(max_tokens_per_step), option=tune, retune=retune)
+                                 prefill_tokens=step_bucket(max_tokens_per_step), option=tune, retune=retune,
+                                 q8_activations=q8_activations, int8_dot=int8_dot)
         self.engine = Engine(self.model, self.device, kernels, context=self.context,
                              n_slots=n_slots + 1, max_tokens_per_step=max_tokens_per_step,
                              cache_positions=self.plan.kv_positions, q8_activations=q8_activations,

@@ -223,6 +223,9 @@ def _engine_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--q8-activations", action="store_true",
                         help="round activations to 8 bits before quantized matmuls, as llama.cpp does (its numbers, "
                              "less precision)")
+    parser.add_argument("--int8-dot", action="store_true",
+                        help="int8 dot products (dot4I8Packed) for Q4_0/Q4_1/Q8_0 matmuls where the adapter has them; "
+                             "implies --q8-activations")
     parser.add_argument("--kv-cache", choices=["f16", "f32"], default=None,
                         help="KV cache element type (default: the adapter's choice, see README)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
@@ -283,14 +286,15 @@ def _load(args: argparse.Namespace):
     from .api import load
 
     llm = load(args.model, context=args.ctx, q8_activations=args.q8_activations, profile=args.profile,
-               kv_type=args.kv_cache, retune=getattr(args, "retune", False))
+               kv_type=args.kv_cache, retune=getattr(args, "retune", False), int8_dot=args.int8_dot)
     info = llm.device.info
     if info.software and not args.json:
         print(f"llmchat: {info.name} is a software (CPU-emulated) adapter: expect it to be slow", file=sys.stderr)
     if info.profile and not args.json:
         print(f"llmchat: device profile '{info.profile}' (GPU memory budget {info.gpu_budget / 2**20:.0f} MiB, "
               f"bindings up to {info.max_binding_size >> 20} MiB, f16 {'on' if info.f16 else 'off'}, subgroups "
-              f"{'on' if info.subgroups else 'off'})", file=sys.stderr)
+              f"{'on' if info.subgroups else 'off'}, int8 dot products {'on' if info.dot4i8 else 'off'})",
+              file=sys.stderr)
     return llm
 
 

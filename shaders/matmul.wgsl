@@ -10,7 +10,9 @@
 // NORM folds the RMSNorm that precedes a projection into it: W . (x / rms(x) * g) = (W . (x * g)) / rms(x). The
 // sum of squares is accumulated from the blocks of x as they are loaded, so the fold costs one FMA per element.
 // XLOAD chooses how blocks of x are loaded (matmul_x_plain.wgsl, matmul_x_shared.wgsl), LAYOUT how rows of W are
-// stored (rows_gguf.wgsl: as in the file; rows_split.wgsl: quants and scales apart, for aligned vector loads).
+// stored (rows_gguf.wgsl: as in the file; rows_split.wgsl: quants and scales apart, for aligned vector loads), DOT
+// how a block of W meets a block of x (matmul_dot_f32.wgsl: decoded to f32; matmul_dot_i8.wgsl: raw quants times x
+// rounded to 8 bits, four products at a time by dot4I8Packed).
 //
 // SHAPE says how invocations share the work (the main function comes from matmul_main_<SHAPE>.wgsl):
 // - lanes: one invocation per tile, looping over all of k (what CPU emulators want, see variants.py);
@@ -31,6 +33,7 @@
 //!include {{QUANT}}.wgsl
 //!include rows_{{LAYOUT}}.wgsl
 //!include activation.wgsl
+//!include matmul_dot_{{DOT}}.wgsl
 
 struct Params {
     k: u32,            // row length of W and of x, in elements (a multiple of 32)
@@ -97,32 +100,36 @@ fn load_token(t: u32, k0: u32) {
         xv[o + 6u] *= gv[6];
         xv[o + 7u] *= gv[7];
     }
-    if (XQ8) {
-        round_x8(o);
-    }
-    let lo = xv[o] + xv[o + 1u] + xv[o + 2u] + xv[o + 3u];
-    let hi = xv[o + 4u] + xv[o + 5u] + xv[o + 6u] + xv[o + 7u];
-    let lo_sum = lo.x + lo.y + lo.z + lo.w;
-    let hi_sum = hi.x + hi.y + hi.z + hi.w;
-    xsum[t] = vec4<f32>(lo_sum, hi_sum, lo_sum + hi_sum, 0.0);
+    finish_x(t);  // matmul_dot_<DOT>.wgsl: XQ8's rounding and the block's sums, or its 8-bit integers
 }
 
 
-// The block of x at xv[o..o+8) as llama.cpp's Q8_0 holds it: 32 integers in [-127, 127] times an f16 scale of
-// max|x| / 127. Scaling a block does not change its integers, so with NORM it may run before 1/rms is applied.
+// The block of x at xv[o..o+8) as llama.cpp's Q8_0 holds it: 32 integers round(x / d) in [-127, 127] times d as
+// f16, with d = max|x| / 127 (x8_scale). Scaling a block does not change its integers, so with NORM it may run
+// before 1/rms is applied. The int8 dot products (matmul_dot_i8.wgsl) keep the same integers and scale apart.
 fn round_x8(o: u32) {
+    let d = x8_scale(o);
+    if (d == 0.0) {
+        return;
+    }
+    let d16 = f16_round(d);
+    for (var i = 0u; i < 8u; i++) {
+        xv[o + i] = round(xv[o + i] / d) * d16;
+    }
+}
+
+// max|x| / 127 over the block of x at xv[o..o+8): the step of its 8-bit integers (0 for an all-zero block).
+fn x8_scale(o: u32) -> f32 {
     var m = abs(xv[o]);
     for (var i = 1u; i < 8u; i++) {
         m = max(m, abs(xv[o + i]));
     }
-    let d = max(max(m.x, m.y), max(m.z, m.w)) / 127.0;
-    if (d == 0.0) {
-        return;
-    }
-    let d16 = unpack2x16float(pack2x16float(vec2<f32>(d, 0.0))).x;
-    for (var i = 0u; i < 8u; i++) {
-        xv[o + i] = round(xv[o + i] / d) * d16;
-    }
+    return max(max(m.x, m.y), max(m.z, m.w)) / 127.0;
+}
+
+// `v` rounded to the nearest f16 (the precision llama.cpp stores an 8-bit block's scale in).
+fn f16_round(v: f32) -> f32 {
+    return unpack2x16float(pack2x16float(vec2<f32>(v, 0.0))).x;
 }
 
 fn load_tokens(k0: u32) {
@@ -140,36 +147,14 @@ fn load_tokens(k0: u32) {
     }
 }
 
-// The decoded block (wv) times token t's block of x.
-fn dot32(t: u32) -> f32 {
-    let o = 8u * t;
-    let s = wv[0] * xv[o] + wv[1] * xv[o + 1u] + wv[2] * xv[o + 2u] + wv[3] * xv[o + 3u]
-          + wv[4] * xv[o + 4u] + wv[5] * xv[o + 5u] + wv[6] * xv[o + 6u] + wv[7] * xv[o + 7u];
-    return s.x + s.y + s.z + s.w;
-}
-
 // Token t's xsum (through a parameter: naga rejects constant indices past the end even in branches that TT rules
 // out, such as xsum[1] when TT = 1).
 fn block_sum(t: u32) -> vec4<f32> {
     return xsum[t];
 }
 
-// Token t's block of x times the decoded block, with the block's scales and offsets s = (a, b, c, d) from
-// decode_block: a * (first half) + c * (sum of its x) + b * (second half) + d * (sum of its x). Types whose halves
-// share a scale and offset take one 32-element dot product (a = b, c = d); with rows as stored (rows_gguf.wgsl) s is
-// (1, 1, 0, 0) and the compiler drops the extra terms.
-fn block_dot(t: u32, s: vec4<f32>) -> f32 {
-    let xs = block_sum(t);
-    if (HALF_SCALES) {
-        let o = 8u * t;
-        let lo = wv[0] * xv[o] + wv[1] * xv[o + 1u] + wv[2] * xv[o + 2u] + wv[3] * xv[o + 3u];
-        let hi = wv[4] * xv[o + 4u] + wv[5] * xv[o + 5u] + wv[6] * xv[o + 6u] + wv[7] * xv[o + 7u];
-        return s.x * (lo.x + lo.y + lo.z + lo.w) + s.y * (hi.x + hi.y + hi.z + hi.w) + s.z * xs.x + s.w * xs.y;
-    }
-    return s.x * dot32(t) + s.z * xs.z;
-}
-
-// Accumulates the decoded block into accumulator row a (= half * R + tile row) for every token of the tile.
+// Accumulates the decoded block (block_dot: matmul_dot_<DOT>.wgsl) into accumulator row a (= half * R + tile row)
+// for every token of the tile.
 fn accumulate(a: u32, s: vec4<f32>) {
     let o = a * TT;
     acc[o] += block_dot(0u, s);
@@ -197,9 +182,9 @@ fn start_row(r: u32) {
 
 // Block i of tile row r.
 fn row_block(r: u32, i: u32) {
-    accumulate(r, decode_block(starts[r], i));
+    accumulate(r, decode(starts[r], i));
     if (MODE == 2u) {
-        accumulate(R + r, decode_block(starts[R + r], i));
+        accumulate(R + r, decode(starts[R + r], i));
     }
 }
 

@@ -71,6 +71,19 @@ def random_weight(rng: np.random.Generator, qtype: GGMLType, rows: int, k: int) 
     return raw, values
 
 
+def round_blocks(x: np.ndarray) -> np.ndarray:
+    """x with each 32-element block of each row rounded to 8 bits as llama.cpp's Q8_0 holds activations (and the
+    matmul kernel's XQ8 and int8 dot products do): integers round(x / d), d = max|x| / 127 (in f32), times d as
+    f16; an all-zero block stays zero."""
+    blocks = x.reshape(x.shape[0], -1, 32)
+    d = np.abs(blocks).max(-1, keepdims=True) / 127.0
+    d32 = d.astype(np.float32).astype(np.float64)
+    d16 = d.astype(np.float16).astype(np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        q = np.where(d32 > 0, np.round(blocks / np.where(d32 > 0, d32, 1)) * d16, blocks)
+    return q.reshape(x.shape)
+
+
 def case_id(value: object) -> str:
     """Readable pytest ids: type names rather than their numbers."""
     return value.name if isinstance(value, GGMLType) else str(value)

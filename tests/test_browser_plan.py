@@ -57,8 +57,9 @@ def test_adapter_description_becomes_adapter_info():
     assert adapter_info(swiftshader, max_binding_size=1024).max_binding_size == 1024
     gpu = {**swiftshader, "vendor": "apple", "architecture": "metal-3", "features": ["shader-f16"]}
     info = adapter_info(gpu)
-    assert not info.software and info.f16 and not info.subgroups
+    assert not info.software and info.f16 and not info.subgroups and not info.dot4i8
     assert adapter_info({**gpu, "isFallbackAdapter": True}).software
+    assert adapter_info({**gpu, "packed4x8": True}).dot4i8  # wgslLanguageFeatures' packed_4x8_integer_dot_product
 
 
 def test_the_page_and_python_know_the_same_software_adapters():

@@ -6,7 +6,8 @@ llama.cpp rounds activations to 8 bits inside its quantized dot products and kee
 in f32. So logits agree closely but not exactly, and a near-tie can flip one greedy token. Perplexity is checked
 twice: with f32 activations (the default; Gemma's comes out 1.2% below llama.cpp's, SmolLM2's 0.4%) and with
 llama.cpp's 8-bit activation rounding (`q8_activations`), which must land within 1% of llama.cpp's (Gemma -0.6%,
-SmolLM2 -0.8%). Rounding Gemma's K/V or its GELU to f16 as llama.cpp does moved nothing measurable. The KV cache
+SmolLM2 -0.8%), as must SmolLM2 with int8 dot products forced (`int8_dot`: the same rounding, products in integers)
+where the adapter has them. Rounding Gemma's K/V or its GELU to f16 as llama.cpp does moved nothing measurable. The KV cache
 is f16 where the adapter has shader-f16 (lavapipe does) and f32 elsewhere (kvlayout.cache_type); both are checked
 here: the adapter's own type, and the other one forced.
 """
@@ -48,12 +49,13 @@ def llms(request):
     from llmchat.api import LLM
     loaded = {}
 
-    def get(name: str, q8_activations: bool = False, profile: str | None = None, kv_type: str | None = None):
-        key = name, q8_activations, profile, kv_type
+    def get(name: str, q8_activations: bool = False, profile: str | None = None, kv_type: str | None = None,
+            int8_dot: bool = False):
+        key = name, q8_activations, profile, kv_type, int8_dot
         if key not in loaded:
             golden = MODELS[name]
             loaded[key] = LLM(str(request.getfixturevalue(golden.fixture)), context=1024,
-                              q8_activations=q8_activations, profile=profile, kv_type=kv_type)
+                              q8_activations=q8_activations, profile=profile, kv_type=kv_type, int8_dot=int8_dot)
         return loaded[key]
     return get
 
@@ -117,3 +119,23 @@ def test_perplexity(llms, name, q8, profile, kv):
     got = llms(name, q8, profile, other_kv_type(kv)).perplexity(TEXTS["perplexity_text"], window=want["window"])
     assert got["tokens"] == want["scored_tokens"]
     assert abs(got["ppl"] / want["ppl"] - 1) < (0.01 if q8 else golden.ppl_tolerance), (got, want)
+
+
+def test_int8_dot_products(llms):
+    """SmolLM2 (Q4_1, its output head Q8_0) with int8 dot products forced: the tiles are reported as forced, the
+    logits meet the same references as above and the perplexity llama.cpp's within 1%."""
+    from llmchat.gpu import open_device
+    if not open_device().info.dot4i8:
+        pytest.skip("the adapter has no packed_4x8_integer_dot_product")
+    golden = MODELS["smollm2"]
+    llm = llms("smollm2", int8_dot=True)
+    forced = {k: v for k, v in llm.tuning.choices.items() if v["by"] == "forced"}
+    assert "matvec/Q4_1" in forced and all("dot='i8'" in v["variant"] for v in forced.values())
+    for case in golden.reference["prompts"]:
+        ids, logits = llm.logits(case["text"])
+        logits = np.asarray(logits)
+        assert int(np.argmax(logits)) == case["top_ids"][0]
+        assert np.abs(logits[case["top_ids"]] - np.asarray(case["top_logits"])).max() < golden.logit_tolerance
+    want = golden.reference["perplexity"]
+    got = llm.perplexity(TEXTS["perplexity_text"], window=want["window"])
+    assert abs(got["ppl"] / want["ppl"] - 1) < 0.01, (got, want)

@@ -7,22 +7,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from gpu_util import Gpu, assert_close, case_id, gpu, random_weight, rng  # noqa: F401 (gpu and rng are fixtures)
+from gpu_util import Gpu, assert_close, case_id, gpu, random_weight, rng, round_blocks  # noqa: F401 (fixtures)
 
 from llmchat.ggml_types import GGMLType
 from llmchat.gpu import ops
 
 pytestmark = pytest.mark.gpu
-
-
-def round_blocks(x: np.ndarray) -> np.ndarray:
-    blocks = x.reshape(x.shape[0], -1, 32)
-    d = np.abs(blocks).max(-1, keepdims=True) / 127.0
-    d32 = d.astype(np.float32).astype(np.float64)
-    d16 = d.astype(np.float16).astype(np.float64)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        q = np.where(d32 > 0, np.round(blocks / np.where(d32 > 0, d32, 1)) * d16, blocks)
-    return q.reshape(x.shape)
 
 
 @pytest.mark.parametrize("qtype,n_tokens", [(GGMLType.Q8_0, 1), (GGMLType.Q4_K, 5), (GGMLType.Q5_0, 9)], ids=case_id)

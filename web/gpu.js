@@ -67,6 +67,7 @@ export class GPUBridge {
       description: info.description || "", isFallbackAdapter: Boolean(info.isFallbackAdapter),
       subgroupMinSize: info.subgroupMinSize || 0, subgroupMaxSize: info.subgroupMaxSize || 0,
       features: [...this.device.features], limits,
+      packed4x8: Boolean(navigator.gpu.wgslLanguageFeatures?.has("packed_4x8_integer_dot_product")),
     };
   }
 

@@ -43,7 +43,7 @@ def adapter_info(raw: dict, max_binding_size: int | None = None, profile: str | 
     name = raw.get("description") or raw.get("device") or raw.get("architecture") or "WebGPU adapter"
     info = AdapterInfo(
         name=str(name), backend="browser/webgpu", vendor=str(raw.get("vendor", "")), software=software,
-        f16="shader-f16" in features, subgroups="subgroups" in features,
+        f16="shader-f16" in features, subgroups="subgroups" in features, dot4i8=bool(raw.get("packed4x8")),
         subgroup_min_size=int(raw.get("subgroupMinSize", 0) or 0),
         subgroup_max_size=int(raw.get("subgroupMaxSize", 0) or 0),
         max_binding_size=binding, max_buffer_size=int(limits["maxBufferSize"]),

@@ -38,6 +38,11 @@ class AdapterInfo:
     software: bool = False  # a CPU emulation (lavapipe, SwiftShader, WARP): correct but slow
     f16: bool = False  # `shader-f16`
     subgroups: bool = False
+    # WGSL's packed_4x8_integer_dot_product language feature (dot4I8Packed, pack4xI8): the browser lists it in
+    # navigator.gpu.wgslLanguageFeatures; wgpu-native does not report language features, so a shader using it is
+    # compiled once to find out. Whether the hardware has the instruction or the compiler emulates it is not visible
+    # through WebGPU: only measuring tells (variants.py keeps int8 dot products off unless chosen or measured).
+    dot4i8: bool = False
     subgroup_min_size: int = 0
     subgroup_max_size: int = 0
     max_binding_size: int = 128 << 20  # maxStorageBufferBindingSize, in bytes

@@ -20,8 +20,9 @@ from .device import Device, Kernel
 _INCLUDE = re.compile(r"^//!include\s+(\S+)\s*$", re.M)
 _BINDING = re.compile(r"@group\(0\)\s*@binding\((\d+)\)\s*var<\s*(uniform|storage\s*,\s*read_write|storage\s*,\s*read|storage)\s*>")
 _KEY = re.compile(r"\{\{(\w+)\}\}")
-# WGSL extensions a kernel may enable, and the AdapterInfo flag that says the device has them.
-_EXTENSIONS = {"enable subgroups;": "subgroups", "enable f16;": "f16"}
+# WGSL extensions and language features a kernel may use, and the AdapterInfo flag that says the device has them.
+_EXTENSIONS = {"enable subgroups;": "subgroups", "enable f16;": "f16",
+               "requires packed_4x8_integer_dot_product;": "dot4i8"}
 
 
 def shader_source(name: str, values: dict[str, object] | None = None) -> str:
@@ -82,15 +83,16 @@ class Kernels:
 
     def _adapt(self, source: str, label: str = "") -> str:
         info = self.device.info
-        lines = []
+        directives, lines = [], []
         for line in source.splitlines():
             directive = line.strip()
             need = _EXTENSIONS.get(directive)
             if need and not getattr(info, need):
                 where = f" under the '{info.profile}' device profile" if info.profile else ""
-                raise ShaderError(f"kernel '{label}' needs {directive.removeprefix('enable ').rstrip(';')}, which "
-                                  f"{info.name}{where} does not offer")
+                feature = directive.split()[1].rstrip(";")
+                raise ShaderError(f"kernel '{label}' needs {feature}, which {info.name}{where} does not offer")
             if directive == "enable subgroups;" and info.backend.startswith("wgpu-native"):
                 continue
-            lines.append(line)
-        return "\n".join(lines) + "\n"
+            # WGSL wants directives before any declaration, wherever the included file that needs one landed.
+            (directives if need else lines).append(line)
+        return "\n".join(directives + lines) + "\n"

@@ -17,6 +17,17 @@ _LIMITS = {"max_binding_size": "max-storage-buffer-binding-size", "max_buffer_si
            "max_workgroups_per_dim": "max-compute-workgroups-per-dimension"}
 
 
+# A shader using WGSL's packed_4x8_integer_dot_product (see AdapterInfo.dot4i8): wgpu-py's
+# `wgsl_language_features` comes back empty from wgpu-native, so whether the compiler takes it is tried instead.
+_DOT4_PROBE = """requires packed_4x8_integer_dot_product;
+@group(0) @binding(0) var<storage, read_write> o: array<i32>;
+@compute @workgroup_size(1)
+fn main() {
+    o[0] = dot4I8Packed(pack4xI8(vec4<i32>(o[1], -o[2], 3, 4)), u32(o[3]));
+}
+"""
+
+
 def _round4(n: int) -> int:
     return (n + 3) & ~3
 
@@ -71,8 +82,18 @@ class NativeDevice(Device):
         features = [f for f, on in (("shader-f16", self.info.f16), ("subgroup", self.info.subgroups)) if on]
         self._device = adapter.request_device_sync(required_features=features, required_limits=want)
         self._queue = self._device.queue
+        self.info = replace(self.info, dot4i8=self._compiles(_DOT4_PROBE))
         from wgpu.backends.wgpu_native._api import ffi, lib  # the C functions behind wgpu-py, for `run`
         self._lib, self._ffi = lib, ffi
+
+    def _compiles(self, source: str) -> bool:
+        """Whether wgpu-native compiles `source` into a compute pipeline (errors are the answer, not raised)."""
+        try:
+            module = self._device.create_shader_module(code=source, label="probe")
+            self._device.create_compute_pipeline(layout="auto", compute={"module": module, "entry_point": "main"})
+        except self._wgpu.GPUError:
+            return False
+        return True
 
     # -- buffers ---------------------------------------------------------------------------------------------------
     def buffer(self, size: int, label: str, *, uniform: bool = False, readable: bool = False) -> Buffer:

@@ -41,6 +41,9 @@ def matmul(rec: Recorder, w: Weight, x: Act, y: Act, *, y_offset: int = 0, mode:
         raise ValueError(f"'{w.name}': a gated matmul takes one stacked [gate; up] weight in one binding, no bias")
     glu_rows = w.rows // 2 if mode == GLU else 0
     t = tile or variants.variants(rec.device).matmul(x.rows, w.type.name)
+    if t.dot == "i8" and w.type not in variants.INT8_TYPES:
+        raise ValueError(f"'{w.name}': int8 dot products take {sorted(q.name for q in variants.INT8_TYPES)} "
+                         f"weights, not {w.type.name}")
     if t.workgroup_bytes(2 if mode == GLU else 1) > variants.WORKGROUP_BYTES:
         raise ValueError(f"'{w.name}': {t} needs more than {variants.WORKGROUP_BYTES} bytes of workgroup memory")
     kernel = rec.kernels.get("matmul.wgsl", QUANT=w.shader, LAYOUT=w.layout, **t.values(), MODE=mode,

@@ -13,7 +13,10 @@ them), 0.3-5 s on lavapipe. Large matmuls are measured on their first rows (MAX_
 (which prefill runs for the logits rows only) only in decode. Choices are cached per adapter, driver, llmchat
 version and model shape (a JSON file natively under <llmchat home>/tune/, see `FileStore`; the browser passes a
 store of its own to `tune_model`, `MemoryStore` until it keeps them in OPFS), so later loads time nothing.
-`llmchat bench --retune` measures again.
+`llmchat bench --retune` measures again. Where the model rounds activations to 8 bits (q8_activations) the matmul
+cases round them too and, on adapters with dot4I8Packed, also time each tile with int8 dot products (same numbers
+up to float summation order, so the output check holds); with f32 activations those differ by the rounding and
+are not candidates.
 
 Tuning is on by default on native hardware adapters, off on CPU emulations and in the browser (see `enabled`);
 LLMCHAT_TUNE=1/0 or `load(..., tune=True/False)` decide otherwise. With it off the fixed per-adapter table of
@@ -37,7 +40,8 @@ from .kernels import Kernels
 from .kvlayout import BLOCK_TOKENS, blocks_for, cache_type, layer_bytes
 from .recorder import Recorder
 from .tensors import Weight, WeightPart
-from .variants import WORKGROUP_BYTES, MatmulTile, TuneCase, Variants, register_tunable, variants
+from ..errors import GPUError
+from .variants import INT8_TYPES, WORKGROUP_BYTES, MatmulTile, TuneCase, Variants, register_tunable, variants
 
 BUDGET_S = 1.8  # seconds of timed runs the tuner may spend (see `tune`)
 COMPILE_BUDGET_S = 60.0  # seconds of first runs (compilation) after which no further candidate is tried
@@ -74,6 +78,7 @@ class TuneContext:
     weights: dict[str, Weight]  # the model's uploaded matmul weights by name
     config: object = None  # the model's config
     prefill_tokens: int = 64  # tokens of the model's prefill step
+    q8_activations: bool = False  # the model's matmuls round x to 8 bits (and so may use int8 dot products)
 
 
 class MemoryStore:
@@ -342,6 +347,10 @@ def matmul_cases(ctx: TuneContext) -> list[TuneCase]:
             w = cut(representative(by_type[qtype]), tokens)
             candidates = (matvec_candidates(ctx.variants) if tokens == 1
                           else prefill_candidates(ctx.variants, tokens))
+            if ctx.q8_activations and ctx.variants.int8_dot and qtype in INT8_TYPES:
+                # The same numbers as the f32 candidates' rounded x, so the output check holds them to RTOL too;
+                # with f32 activations they differ by the rounding (~1e-2 of max|y|) and are not candidates.
+                candidates = _unique(candidates + [t.int8() for t in candidates])
             cases.append(TuneCase(family, qtype.name, f"{w.rows}x{w.k} T={tokens}", candidates,
                                   _matmul_trial(ctx, w, tokens)))
     return cases
@@ -365,7 +374,7 @@ def _matmul_trial(ctx: TuneContext, w: Weight, tokens: int):
     acts = {}
 
     def trial(tile: MatmulTile, n: int):
-        rec = Recorder(device, ctx.kernels, step)
+        rec = Recorder(device, ctx.kernels, step, q8_activations=ctx.q8_activations)
         if "x" not in acts:  # one x and y for every candidate: the same inputs, outputs compared
             acts["x"], acts["y"] = rec.act("tune.x", tokens, w.k), rec.act("tune.y", tokens, w.rows)
             device.write(acts["x"].buffer, x_bytes)
@@ -446,8 +455,32 @@ register_tunable("attention", attention_cases)
 
 
 def tune_model(device: Device, kernels: Kernels, weights: dict[str, Weight], *, config=None,
-               prefill_tokens: int = 64, option: bool | None = None, retune: bool = False, store=None) -> TuneReport:
-    """Tune for a loaded model when `enabled(option)` or `retune`; otherwise the fixed table decides."""
+               prefill_tokens: int = 64, option: bool | None = None, retune: bool = False, store=None,
+               q8_activations: bool = False, int8_dot: bool = False) -> TuneReport:
+    """Tune for a loaded model when `enabled(option)` or `retune`; otherwise the fixed table decides. With
+    `q8_activations` the matmul cases round x to 8 bits as the model will, and take int8 dot products among their
+    candidates where the adapter has them; `int8_dot` forces those afterwards (force_int8)."""
+    if int8_dot and not device.info.dot4i8:
+        raise GPUError(f"int8 dot products need WGSL's packed_4x8_integer_dot_product, which {device.info.name} "
+                       "does not offer; load without int8_dot")
+    report = _tune_model(device, kernels, weights, config, prefill_tokens, option, retune, store, q8_activations)
+    if int8_dot:
+        force_int8(variants(device), {w.type for w in weights.values()}, prefill_tokens, report)
+    return report
+
+
+def force_int8(v: Variants, qtypes, prefill_tokens: int, report: TuneReport) -> None:
+    """Int8 dot products for every matmul over weights of INT8_TYPES among `qtypes`: each case's chosen tile (tuned
+    or the table's) with dot "i8" (MatmulTile.int8), reported as "forced"."""
+    for qtype in sorted(set(qtypes) & INT8_TYPES, key=int):
+        for family, tokens in (("matvec", 1), ("prefill", prefill_tokens)):
+            tile = v.matmul(tokens, qtype.name).int8()
+            v.tuned[(family, qtype.name)] = tile
+            report.choices[f"{family}/{qtype.name}"] = {"variant": repr(tile), "by": "forced"}
+
+
+def _tune_model(device: Device, kernels: Kernels, weights: dict[str, Weight], config, prefill_tokens: int,
+                option: bool | None, retune: bool, store, q8_activations: bool) -> TuneReport:
     v = variants(device)
     native = device.info.backend.startswith("wgpu-native")
     if not enabled(option, device.info.software, native) and not retune:
@@ -462,7 +495,7 @@ def tune_model(device: Device, kernels: Kernels, weights: dict[str, Weight], *, 
                 report.choices[f"attention/{key}"] = {"variant": repr(v.attention_kernel), "by": "default"}
         report.choices.update(gated_delta_choices(v, weights, prefill_tokens))
         return report
-    ctx = TuneContext(device, kernels, v, dict(weights), config, prefill_tokens)
+    ctx = TuneContext(device, kernels, v, dict(weights), config, prefill_tokens, q8_activations)
     report = tune(ctx, store=store if store is not None else FileStore() if native else MemoryStore(), retune=retune)
     report.choices.update(gated_delta_choices(v, weights, prefill_tokens))
     return report

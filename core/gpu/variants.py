@@ -26,8 +26,9 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
+from ..ggml_types import GGMLType
 from .device import Device, Dispatch
 from .kernels import Kernels
 
@@ -44,6 +45,9 @@ GATED_DELTA_FORMS = ("token", "chunk")
 
 
 SHAPES = ("lanes", "rowgroup", "tiled")
+# Weight types that int8 dot products (MatmulTile.dot "i8", shaders/matmul_dot_i8.wgsl) take: those whose blocks
+# are 32 raw integers that fit a signed byte under one scale and offset (a shaders/<type>_i8.wgsl each).
+INT8_TYPES = frozenset({GGMLType.Q4_0, GGMLType.Q4_1, GGMLType.Q8_0})
 WORKGROUP_BYTES = 16384  # workgroup memory every WebGPU adapter offers (maxComputeWorkgroupStorageSize default)
 
 
@@ -58,6 +62,10 @@ class MatmulTile:
       partial sums are added with subgroupAdd (`reduce` "subgroup") or a tree in workgroup memory ("workgroup").
     - shape "tiled": prefill on GPUs. One workgroup per tile of rows * wg_rows rows x tokens * (wg / wg_rows)
       tokens; each block of W is decoded once into workgroup memory and reused for every token of the tile.
+
+    `dot` "i8" multiplies in 8-bit integers with dot4I8Packed (shaders/matmul_dot_i8.wgsl): x rounded to 8 bits per
+    32-element block as llama.cpp does (the numbers of `q8_activations`), weights of INT8_TYPES as raw quants.
+    Lanes and rowgroup tiles only (the tiled shape keeps decoded f32 weights in workgroup memory).
     """
 
     rows: int
@@ -67,6 +75,7 @@ class MatmulTile:
     shape: str = "lanes"
     reduce: str = "none"  # rowgroup: "subgroup" or "workgroup"
     wg_rows: int = 0  # tiled: invocations along rows (the rest run along tokens)
+    dot: str = "f32"  # "f32" or "i8": see shaders/matmul_dot_*.wgsl
 
     def __post_init__(self):
         if self.shape not in SHAPES or self.rows not in (1, 2, 4, 8) or self.tokens not in (1, 4, 8):
@@ -77,6 +86,8 @@ class MatmulTile:
             raise ValueError(f"rowgroup tiles, and only they, reduce by subgroup or workgroup: {self}")
         if self.shape == "tiled" and (self.wg_rows < 1 or self.wg % self.wg_rows or self.tile_tokens > self.wg):
             raise ValueError(f"a tiled matmul needs wg_rows | wg and at most wg tokens per tile: {self}")
+        if self.dot not in ("f32", "i8") or (self.dot == "i8" and self.shape == "tiled"):
+            raise ValueError(f"dot is 'f32', or 'i8' in lanes and rowgroup tiles: {self}")
 
     @property
     def tile_rows(self) -> int:
@@ -109,7 +120,14 @@ class MatmulTile:
         tiled = self.shape == "tiled"
         return {"R": self.rows, "TT": self.tokens, "WG": self.wg, "XLOAD": self.xload, "SHAPE": self.shape,
                 "REDUCE": self.reduce, "WGR": self.wg_rows, "ROW_STEP": f" * {self.wg_rows}u" if tiled else "",
-                "TOK_STEP": f" * {self.wg // self.wg_rows}u" if tiled else ""}
+                "TOK_STEP": f" * {self.wg // self.wg_rows}u" if tiled else "", "DOT": self.dot}
+
+    def int8(self) -> MatmulTile:
+        """This tile with int8 dot products; a tiled one becomes the rowgroup tile of as many rows and tokens per
+        invocation (32 invocations, workgroup-memory reduction: portable to every adapter)."""
+        if self.shape == "tiled":
+            return MatmulTile(self.rows, self.tokens, 32, shape="rowgroup", reduce="workgroup", dot="i8")
+        return replace(self, dot="i8")
 
 
 @dataclass(frozen=True)
@@ -117,6 +135,10 @@ class Variants:
     software: bool  # a CPU emulation: loads are expensive, invocations are SIMD lanes
     shared_loads: bool  # subgroups of >= 8 lanes: blocks of x can be loaded once per subgroup
     subgroup_width: int = 0  # lanes per subgroup (0: no subgroups)
+    # WGSL's dot4I8Packed is available (AdapterInfo.dot4i8). The fixed table never picks int8 dot products (they
+    # round x to 8 bits, so their numbers differ); the tuner times them where activations are rounded anyway
+    # (q8_activations), and a load may force them (tune.force_int8).
+    int8_dot: bool = False
     # Choices the tuner (tune.py) measured on this adapter, by (family, key) such as ("matvec", "Q4_1"); they
     # replace the fixed table below for that family and key. Empty when tuning is off.
     tuned: dict = field(default_factory=dict, compare=False, hash=False)
@@ -274,7 +296,7 @@ def variants(device: Device) -> Variants:
         info = device.info
         width = subgroup_size(device)
         v = _cache[device] = Variants(software=info.software, shared_loads=info.software and width >= 8,
-                                      subgroup_width=width)
+                                      subgroup_width=width, int8_dot=info.dot4i8)
     return v
 
 
