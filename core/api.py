@@ -58,7 +58,7 @@ class LLM:
     def __init__(self, path, *, context: int | None = None, n_slots: int = 1, max_tokens_per_step: int = 64,
                  device=None, fold_norms: bool | None = None, q8_activations: bool = False,
                  profile: str | Profile | None = None, kv_type: str | None = None, tune: bool | None = None,
-                 retune: bool = False, int8_dot: bool = False):
+                 retune: bool = False, int8_dot: bool = False, tune_store=None):
         """`fold_norms` forces RMSNorms into (or out of) the projections; by default it depends on the adapter.
         `q8_activations` rounds activations to 8 bits before matmuls over quantized weights, as llama.cpp does: its
         numbers rather than f32's (which are closer to the unquantized model); with it, the tuner also times int8 dot
@@ -69,7 +69,8 @@ class LLM:
         ("f16" or "f32") forces the KV cache's element type; by default f16 where the adapter has shader-f16, f32
         elsewhere. `tune` measures kernel variants at this model's shapes on the first load on an adapter and keeps
         the fastest (gpu/tune.py; default: on for hardware adapters unless LLMCHAT_TUNE=0); `retune` measures again
-        even if cached."""
+        even if cached; `tune_store` keeps the choices (default: a file per adapter and model shape, see
+        gpu/tune.py's FileStore)."""
         t0 = time.perf_counter()
         check_context(context)  # before anything is opened
         chosen = get_profile(profile)
@@ -97,7 +98,7 @@ class LLM:
         q8_activations = q8_activations or int8_dot
         self.tuning = tune_model(self.device, kernels, loader.weights, config=self.config,
                                  prefill_tokens=step_bucket(max_tokens_per_step), option=tune, retune=retune,
-                                 q8_activations=q8_activations, int8_dot=int8_dot)
+                                 q8_activations=q8_activations, int8_dot=int8_dot, store=tune_store)
         self.engine = Engine(self.model, self.device, kernels, context=self.context,
                              n_slots=n_slots + 1, max_tokens_per_step=max_tokens_per_step,
                              cache_positions=self.plan.kv_positions, q8_activations=q8_activations,

@@ -128,7 +128,6 @@ def test_retune_measures_again(ctx, first):
 def test_tuning_switch(monkeypatch):
     monkeypatch.delenv(tune.ENV, raising=False)
     assert tune.enabled(None, software=False) and not tune.enabled(None, software=True)
-    assert not tune.enabled(None, software=False, native=False)
     monkeypatch.setenv(tune.ENV, "1")
     assert tune.enabled(None, software=True)
     monkeypatch.setenv(tune.ENV, "0")

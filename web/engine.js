@@ -72,7 +72,9 @@ export class Engine extends EventTarget {
   // "local" | "remote"), apiKey and remoteModel (for the endpoint), hubEndpoint (a Hugging Face mirror),
   // pyodideURL (a CDN folder, default: our own dist), distURL, workerURL, shared (default true: one engine for
   // every tab of this origin that asks for the same model, context and profile; false: one for this page alone),
-  // onProgress, onStatus, onWarning
+  // tune (true/false: time kernel variants at the model's shapes on a first load and keep the fastest in OPFS;
+  // default: on for hardware GPUs, off on software adapters; `info.tuning` says what was chosen), onProgress,
+  // onStatus, onWarning
   constructor(options = {}) {
     super();
     this.options = options;
@@ -116,7 +118,8 @@ export class Engine extends EventTarget {
     const integrity = this.options.integrity || null;
     const context = this.options.context || 2048;
     const profile = this.options.profile || null;
-    this.loadMessage = { type: "load", model: url, integrity, context, profile, pyodideURL: this.options.pyodideURL,
+    this.loadMessage = { type: "load", model: url, integrity, context, profile, tune: this.options.tune ?? null,
+      pyodideURL: this.options.pyodideURL,
       distURL: this.options.distURL || here("./dist/pyodide/") };
     return new Promise((resolve, reject) => {
       this.loaded = { resolve, reject };

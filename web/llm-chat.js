@@ -10,7 +10,8 @@
 // its limits and GPU memory budget apply, and a model over the budget is refused before downloading), placeholder,
 // preload (load the model at once, even while the element is out of sight; without it loading starts when the
 // element first shows), render (markdown | text), persist ("false": the conversation is not kept across reloads),
-// shared ("false": this page runs a model of its own rather than the one the site's other tabs share).
+// shared ("false": this page runs a model of its own rather than the one the site's other tabs share), tune
+// ("true"/"false": time kernel variants on a first load and keep the fastest in OPFS; default on for hardware GPUs).
 // Properties: tools (OpenAI function tools the model may call), maxToolRounds (default 8). Methods: send(text),
 // regenerate(), edit(index, text), stop(), reset(), showStorage(). Events (bubbling, composed; details in the
 // README): llm-progress, llm-ready, llm-token, llm-done, llm-error, llm-restore, and llm-tool-call (answer it with
@@ -94,7 +95,7 @@ let instances = 0;
 
 export class LLMChatElement extends HTMLElement {
   static observedAttributes = ["model", "endpoint", "mode", "integrity", "context-size", "pyodide-url",
-    "remote-model", "hub-endpoint", "preload", "profile", "shared"];
+    "remote-model", "hub-endpoint", "preload", "profile", "shared", "tune"];
 
   constructor() {
     super();
@@ -214,6 +215,7 @@ export class LLMChatElement extends HTMLElement {
       context: this.#number("context-size", 2048), pyodideURL: this.getAttribute("pyodide-url") || undefined,
       hubEndpoint: this.getAttribute("hub-endpoint") || undefined, profile: this.getAttribute("profile") || undefined,
       shared: this.getAttribute("shared") !== "false",
+      tune: this.hasAttribute("tune") ? this.getAttribute("tune") !== "false" : undefined,
     });
     this.engine = engine;
     engine.addEventListener("status", ({ detail }) => this.#status(detail.text));

@@ -15,8 +15,12 @@ from ..errors import InvalidRequestError, SourceError
 from ..gguf import GGUFFile, open_gguf
 from ..gpu.browser import BrowserDevice
 from ..gpu.device import AdapterInfo
+from ..gpu.tune import MemoryStore
 from ..memory import plan_memory
 from ..models import model_config
+
+# The tuner's results in OPFS (web/worker.js reads and writes it): {cache key: entry}, as gpu/tune.py keeps them.
+TUNE_FILE = "llmchat-tune.json"
 
 # Tokens one prefill step takes (the engine's `max_tokens_per_step`): activations and logits are sized for it.
 STEP_TOKENS = 64
@@ -63,13 +67,24 @@ def check(store, bridge, context: int, gpu_budget: int, profile: str | None = No
     return json.dumps(result)
 
 
-def load(store, context: int, open_shard=None) -> str:
-    """Build the model on the GPU from the store's (now local) bytes; returns load facts as JSON."""
+def load(store, context: int, open_shard=None, tune: bool | None = None, tune_json: str | None = None) -> str:
+    """Build the model on the GPU from the store's (now local) bytes; returns load facts as JSON.
+
+    `tune` turns the kernel tuner on or off (None: gpu/tune.py's default, off on software adapters); `tune_json` is
+    the text of the tuning results the worker keeps in OPFS (TUNE_FILE). The facts carry what tuning chose
+    ("tuning", as `llmchat bench` reports it) and, when it measured, the results to write back ("tune_json")."""
     t0 = time.perf_counter()
-    llm = LLM(open_model(store, open_shard), context=context, device=_state["device"], max_tokens_per_step=STEP_TOKENS)
+    try:
+        entries = json.loads(tune_json) if tune_json else {}
+    except ValueError:
+        entries = {}  # unreadable: measure again, and the rewrite replaces it
+    cache = MemoryStore(entries if isinstance(entries, dict) else {}, place=f"opfs:{TUNE_FILE}")
+    llm = LLM(open_model(store, open_shard), context=context, device=_state["device"], max_tokens_per_step=STEP_TOKENS,
+              tune=tune, tune_store=cache)
     _state["llm"] = llm
     return json.dumps({"load_s": time.perf_counter() - t0, "context": llm.context,
-                       "dispatches_per_token": llm.engine.dispatches_per_step()})
+                       "dispatches_per_token": llm.engine.dispatches_per_step(), "tuning": llm.tuning.summary(),
+                       "tune_json": json.dumps(cache.entries) if cache.changed else None})
 
 
 def chat(request: str, emit, should_stop) -> None:

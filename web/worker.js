@@ -3,8 +3,10 @@
 // a MessagePort the owning tab hands over ({type: "connect", port}); all of them speak the messages below.
 //
 // Messages from a tab:
-//   {type: "load", model, integrity, context, profile, pyodideURL, distURL}   profile: a device profile name; the
-//                                    first one loads the model, later ones (other tabs) hear "ready" once it is in
+//   {type: "load", model, integrity, context, profile, tune, pyodideURL, distURL}   profile: a device profile
+//                                    name; tune: true/false turns the kernel tuner on/off (null: on for hardware
+//                                    adapters); the first one loads the model, later ones (other tabs) hear
+//                                    "ready" once it is in
 //   {type: "chat", id, request}      request: {messages | prompt, max_tokens, temperature, ...}
 //   {type: "stop", id}               ends reply `id` after the token being computed
 //   {type: "reset"}                  forgets the conversation
@@ -87,7 +89,7 @@ async function handle(message, client) {
   }
 }
 
-async function load({ model, integrity, context = 2048, profile = null, pyodideURL, distURL }) {
+async function load({ model, integrity, context = 2048, profile = null, tune = null, pyodideURL, distURL }) {
   const t0 = performance.now();
   post({ type: "status", text: "Checking WebGPU" });
   bridge = await requestGPU();
@@ -147,13 +149,34 @@ async function load({ model, integrity, context = 2048, profile = null, pyodideU
   for (const s of files) await s.download();
   at("download_s");
   post({ type: "status", text: "Loading the model onto the GPU" });
-  const loaded = JSON.parse(await runtime.load.callPromising(store, plan.context, shards.open));
+  const tuneFile = runtime.TUNE_FILE;
+  const loaded = JSON.parse(await runtime.load.callPromising(store, plan.context, shards.open, tune,
+    await readFile(tuneFile)));
   at("gpu_load_s");
+  if (loaded.tune_json) await writeFile(tuneFile, loaded.tune_json); // measured now: later loads time nothing
+  delete loaded.tune_json;
   return { ...plan, ...loaded, software, fromCache: store.fromCache,
     requests: sum(files, "requests"), resumes: sum(files, "resumes"), files: files.length,
     sha256: files.length > 1 ? files.map((s) => s.meta?.sha256 ?? null) : store.meta?.sha256 ?? null, phases,
     gpu: { ...bridge.stats }, engine: engineId,
     load_ms: performance.now() - t0 };
+}
+
+// A small file at the top of OPFS (the kernel tuner's results): its text, or null where there is none (or no OPFS).
+async function readFile(name) {
+  try {
+    const root = await navigator.storage.getDirectory();
+    return await (await (await root.getFileHandle(name)).getFile()).text();
+  } catch {
+    return null;
+  }
+}
+
+async function writeFile(name, text) {
+  const root = await navigator.storage.getDirectory();
+  const writable = await (await root.getFileHandle(name, { create: true })).createWritable();
+  await writable.write(text);
+  await writable.close();
 }
 
 const GGUF_MAGIC = [0x47, 0x47, 0x55, 0x46]; // "GGUF"

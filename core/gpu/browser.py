@@ -175,7 +175,7 @@ class BrowserDevice(Device):
 
     def _error(self, e: Exception) -> GPUError:
         reason = self._bridge.lostReason
-        if reason is not None:
+        if isinstance(reason, str):  # JS null (alive) arrives as pyodide's jsnull, which is not None
             return DeviceLostError(f"the GPU device was lost: {reason}")
         kind = getattr(e, "name", "")
         if kind == "ShaderError":

@@ -4,7 +4,7 @@ The template language is deliberately small:
 - `//!include name.wgsl` pastes another shader file (shared snippets such as quant block decoders);
 - `{{KEY}}` is replaced by a value given at compile time (a quant type name, a flag, a workgroup size).
 Per-device fixes are applied here, in one place: wgpu-native (naga) rejects `enable subgroups;`, which Chromium
-requires. (f16 weights are decoded with `unpack2x16float`, which needs no extension; only an f16 KV cache's kernels
+requires (and wants before all declarations, so an included snippet's directives move to the top). (f16 weights are decoded with `unpack2x16float`, which needs no extension; only an f16 KV cache's kernels
 enable f16, and kvlayout.cache_type gives one only where the adapter has shader-f16.)
 A kernel that enables an extension the device's AdapterInfo lacks (the adapter's, or a profile turned it off) is
 refused here, on every device: variants.py must not have chosen it.
@@ -83,7 +83,7 @@ class Kernels:
 
     def _adapt(self, source: str, label: str = "") -> str:
         info = self.device.info
-        directives, lines = [], []
+        lines, directives = [], []  # WGSL wants directives first: an included snippet's move to the top
         for line in source.splitlines():
             directive = line.strip()
             need = _EXTENSIONS.get(directive)
@@ -93,6 +93,9 @@ class Kernels:
                 raise ShaderError(f"kernel '{label}' needs {feature}, which {info.name}{where} does not offer")
             if directive == "enable subgroups;" and info.backend.startswith("wgpu-native"):
                 continue
-            # WGSL wants directives before any declaration, wherever the included file that needs one landed.
-            (directives if need else lines).append(line)
+            if need:
+                if directive not in directives:
+                    directives.append(directive)
+                continue
+            lines.append(line)
         return "\n".join(directives + lines) + "\n"

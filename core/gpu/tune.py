@@ -12,13 +12,13 @@ budgeted apart because it is what varies most: tens of milliseconds per pipeline
 them), 0.3-5 s on lavapipe. Large matmuls are measured on their first rows (MAX_MACS), and the output head
 (which prefill runs for the logits rows only) only in decode. Choices are cached per adapter, driver, llmchat
 version and model shape (a JSON file natively under <llmchat home>/tune/, see `FileStore`; the browser passes a
-store of its own to `tune_model`, `MemoryStore` until it keeps them in OPFS), so later loads time nothing.
+`MemoryStore` over a JSON file the worker keeps in OPFS, to `tune_model`), so later loads time nothing.
 `llmchat bench --retune` measures again. Where the model rounds activations to 8 bits (q8_activations) the matmul
 cases round them too and, on adapters with dot4I8Packed, also time each tile with int8 dot products (same numbers
 up to float summation order, so the output check holds); with f32 activations those differ by the rounding and
 are not candidates.
 
-Tuning is on by default on native hardware adapters, off on CPU emulations and in the browser (see `enabled`);
+Tuning is on by default on hardware adapters, off on CPU emulations (see `enabled`);
 LLMCHAT_TUNE=1/0 or `load(..., tune=True/False)` decide otherwise. With it off the fixed per-adapter table of
 variants.py decides. The test suite runs with it off except where tuning is what it tests.
 """
@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import __version__
+from ..errors import ShaderError
 from ..ggml_types import GGMLType
 from . import ops
 from .device import Buffer, Device, Program
@@ -54,18 +55,18 @@ RTOL, ATOL = 1e-4, 1e-5  # a candidate is correct when |out - reference| <= RTOL
 ENV = "LLMCHAT_TUNE"
 
 
-def enabled(option: bool | None = None, software: bool = False, native: bool = True) -> bool:
-    """Whether to tune: the load option where given, else LLMCHAT_TUNE ("1" on, "0" off), else on for native
-    hardware adapters only. Off on CPU emulations: there compiling one candidate takes 0.3-5 s (lavapipe, 2 cores),
-    so a sweep would add a minute to a first load, and the fixed table was measured on them. Off in the browser
-    until its results are kept across visits (OPFS: a store for `tune_model`), as a tune on every visit would
-    lengthen every load."""
+def enabled(option: bool | None = None, software: bool = False) -> bool:
+    """Whether to tune: the load option where given, else LLMCHAT_TUNE ("1" on, "0" off), else on for
+    hardware adapters only, natively and in the browser (which keeps the results in OPFS, so only a first visit
+    tunes). Off on CPU emulations: there compiling one candidate takes 0.3-5 s (lavapipe, 2 cores), so a sweep
+    would add a minute to a first load, and the fixed table was measured on them; in Chromium on SwiftShader tuning
+    took SmolLM2-135M's first load from 16 s to 29 s (13 s of tuning) and kept the fixed table's variants."""
     if option is not None:
         return option
     value = os.environ.get(ENV, "").strip().lower()
     if value in ("0", "false", "off", "no"):
         return False
-    return bool(value) or (native and not software)
+    return bool(value) or not software
 
 
 @dataclass
@@ -82,19 +83,24 @@ class TuneContext:
 
 
 class MemoryStore:
-    """Tuning results kept for this process only (the browser's default until it stores them in OPFS)."""
+    """Tuning results held in a dict: for this process only, or (the browser) read from and written back to a
+    file by the caller, which passes the file's `entries` in, names it `place`, and writes `entries` back when
+    `changed` (the worker keeps them in OPFS, web/worker.js)."""
 
-    def __init__(self):
-        self.entries: dict[str, dict] = {}
+    def __init__(self, entries: dict[str, dict] | None = None, place: str = "memory"):
+        self.entries: dict[str, dict] = dict(entries or {})
+        self.place = place
+        self.changed = False
 
     def load(self, key: str) -> dict | None:
         return self.entries.get(key)
 
     def save(self, key: str, entry: dict) -> None:
         self.entries[key] = entry
+        self.changed = True
 
     def where(self, key: str) -> str:
-        return "memory"
+        return self.place if self.place == "memory" else f"{self.place}#{key}"
 
 
 class FileStore:
@@ -222,7 +228,14 @@ def _measure(ctx: TuneContext, case: TuneCase, budget: dict[str, float], report:
             report.timed.append({**row, "skipped": "budget"})
             continue
         start = time.perf_counter()
-        program, out, nbytes, n = _trial(ctx, case, choice, n)
+        try:
+            program, out, nbytes, n = _trial(ctx, case, choice, n)
+        except ShaderError as e:  # the fixed table's must compile; another that this driver refuses is left out
+            if not i:
+                raise
+            budget["compile"] -= time.perf_counter() - start
+            report.timed.append({**row, "rejected": f"does not compile here: {str(e)[:300]}"})
+            continue
         got = _floats(ctx.device.read(out, 0, nbytes))
         budget["compile"] -= time.perf_counter() - start
         if reference is None:
@@ -483,7 +496,7 @@ def _tune_model(device: Device, kernels: Kernels, weights: dict[str, Weight], co
                 option: bool | None, retune: bool, store, q8_activations: bool) -> TuneReport:
     v = variants(device)
     native = device.info.backend.startswith("wgpu-native")
-    if not enabled(option, device.info.software, native) and not retune:
+    if not enabled(option, device.info.software) and not retune:
         v.tuned.clear()  # an earlier load's choices must not linger on this device
         report = TuneReport(enabled=False)
         for qtype in sorted({w.type for w in weights.values()}, key=int):

@@ -1,0 +1,98 @@
+"""The kernel tuner in the browser (headless Chromium, WebGPU on SwiftShader): off by default on this software
+adapter and said so; `tune: true` measures on the first load, reports its choices in `engine.info.tuning`, keeps
+them in OPFS, and the load after a reload takes them from there without timing anything.
+
+The model is a small random one written here, so that the first (measuring) load compiles every candidate at
+small shapes rather than SmolLM2's.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from browser_server import WebServer
+from test_browser import WEB
+
+PROMPT = "hello there"
+TUNE_FILE = "llmchat-tune.json"  # web/runtime.py's TUNE_FILE
+
+PAGE = """<!doctype html><script type="module">
+  import * as api from "/llm-chat.js";
+  window.generate = async (model, options = {}) => {
+    const engine = await api.createEngine({ model, context: 128, shared: false, ...options });
+    const ids = [];
+    for await (const chunk of await engine.completions.create(
+        { prompt: %s, max_tokens: 4, stream: true, ignore_eos: true })) {
+      if (chunk.llmchat?.token != null) ids.push(chunk.llmchat.token);
+    }
+    engine.terminate();
+    return { ids, info: engine.info };
+  };
+  window.tuneFile = async () => {
+    const root = await navigator.storage.getDirectory();
+    try {
+      const file = await (await root.getFileHandle("%s")).getFile();
+      return { text: await file.text(), modified: file.lastModified };
+    } catch { return null; }
+  };
+  window.apiReady = true;
+</script>""" % (json.dumps(PROMPT), TUNE_FILE)
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory):
+    from model_factory import write_model
+    folder = tmp_path_factory.mktemp("models")
+    write_model(folder / "tiny.gguf", n_layer=2, n_embd=64, n_head=4, n_kv_head=2, seed=3)
+    with WebServer(WEB, folder) as srv:
+        srv.pages["/tune.html"] = PAGE
+        yield srv
+
+
+def open_page(context, site):
+    page = context.new_page()
+    page.goto(f"{site.url}/tune.html")
+    page.wait_for_function("window.apiReady")
+    return page
+
+
+def greedy(path: Path) -> list[int]:
+    from llmchat.api import LLM
+    llm = LLM(str(path), context=128, tune=False)
+    try:
+        return [e.token for e in llm.generate(PROMPT, max_tokens=4, ignore_eos=True) if e.token is not None]
+    finally:
+        llm.device.close()
+
+
+def test_tuning_is_kept_in_opfs_and_a_reload_uses_it(context, site):
+    page = open_page(context, site)
+    off = page.evaluate("generate('/models/tiny.gguf')")["info"]["tuning"]
+    assert off["enabled"] is False and off["source"] == "off"  # a software adapter: the fixed table, said so
+    assert off["choices"] and {c["by"] for c in off["choices"].values()} == {"default"}
+    assert page.evaluate("tuneFile()") is None
+
+    first = page.evaluate("generate('/models/tiny.gguf', { tune: true })")
+    tuning = first["info"]["tuning"]
+    assert tuning["enabled"] and tuning["source"] == "measured", tuning
+    families = {name.split("/")[0] for name in tuning["choices"]}
+    assert {"matvec", "prefill", "attention"} <= families
+    assert all(c["by"] in ("tuned", "default") and c["variant"] for c in tuning["choices"].values())
+    stored = page.evaluate("tuneFile()")
+    assert stored is not None
+    assert tuning["cache"].startswith(f"opfs:{TUNE_FILE}#")
+    key = tuning["cache"].split("#", 1)[1]
+    entry = json.loads(stored["text"])[key]
+    assert entry["choices"] == {name: c["variant"] for name, c in tuning["choices"].items()}
+    assert entry["timed"]  # what was measured, kept beside the choices
+
+    page.reload()
+    page.wait_for_function("window.apiReady")
+    again = page.evaluate("generate('/models/tiny.gguf', { tune: true })")
+    cached = again["info"]["tuning"]
+    assert cached["source"] == "cached" and cached["choices"] == tuning["choices"]
+    assert page.evaluate("tuneFile()") == stored  # nothing measured, nothing written
+    # Whatever variants were chosen, the model says the same as the fixed table's natively.
+    assert again["ids"] == first["ids"] == greedy(site.models / "tiny.gguf")
