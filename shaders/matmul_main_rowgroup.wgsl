@@ -31,12 +31,16 @@ fn red_set(e: u32, v: f32) {
 @compute @workgroup_size({{WG}})
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>, lane: Lane,
         coop: Coop) {
-    r0 = (wid.x + wid.z * groups.x) * R;
-    t0 = wid.y * TT;
-    lane_id = lane.id;
-    if (r0 >= p.n || t0 >= step.n_tokens) {
+    // The guard reads lets, not the private r0/t0: uniformity analysis (Tint's) takes every private variable as
+    // varying, and would refuse the barrier and subgroupAdd after the return.
+    let row0 = (wid.x + wid.z * groups.x) * R;
+    let tok0 = wid.y * TT;
+    if (row0 >= p.n || tok0 >= step.n_tokens) {
         return;  // uniform: the whole workgroup leaves together, before any barrier
     }
+    r0 = row0;
+    t0 = tok0;
+    lane_id = lane.id;
     start_rows();
     for (var i = coop.local.x; i < p.k / 32u; i += WG) {
         tile_block(i);

@@ -1,7 +1,7 @@
 """Gemma 4 through the engine: sequences batched side by side in uneven chunks equal each alone, token by token,
 across the sliding window and the layers that read another layer's cache (tests/test_arch_oracle.py checks the
 logits themselves against llama.cpp); and the refusals of what llama.cpp runs but llmchat does not (mixture of
-experts, a layer sharing a cache of the other kind). Tolerance as in tests/test_lfm2.py.
+experts, a layer sharing a cache of the other kind). Tolerance as in tests/test_hybrid.py.
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from llmchat.errors import UnsupportedModelError
 from llmchat.gguf import open_gguf
 from llmchat.models import config_from_metadata
 from model_factory import write_model
-from test_lfm2 import alone, close, prompt
+from test_hybrid import alone, close, prompt
 
 pytestmark = pytest.mark.gpu
 
