@@ -132,11 +132,12 @@ class LLM:
         for i in range(0, len(ids), step):
             chunk = ids[i:i + step]
             last = i + step >= len(ids)
-            out = self.engine.step([Feed(slot, chunk, start + i, all_logits)], top_k=top_k if last else 0)[0]
+            out = self.engine.step([Feed(slot, chunk, start + i, all_logits, logits=all_logits or last)],
+                                   top_k=top_k if last else 0)[0]
             if all_logits:
                 v = self.config.vocab_size
                 rows.extend(out[j * v:(j + 1) * v] for j in range(len(chunk)))
-            else:
+            elif last:
                 rows = [out]
         return rows
 

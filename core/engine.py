@@ -31,6 +31,9 @@ class Feed:
     tokens: list[int]
     start: int
     all_logits: bool = False  # logits for every fed token (perplexity) instead of the last one only
+    # False: the tokens only fill the cache (a prompt chunk before the last), so the step skips their output head,
+    # which for a large vocabulary costs as much as several tokens through the layers
+    logits: bool = True
 
 
 # The smallest context bucket: steps are recorded per bucket of the longest position count they reach, so
@@ -98,13 +101,16 @@ class Engine:
 
     def step(self, feeds: list[Feed], top_k: int = 0) -> list:
         """Run one forward step. Per feed: the logits rows it asked for (a flat row-major array('f')), or with
-        `top_k` > 0 the GPU's top-k candidates of its last row (`ops.TopK`), so only a few numbers come back."""
+        `top_k` > 0 the GPU's top-k candidates of its last row (`ops.TopK`), so only a few numbers come back; None
+        for a feed that asked for no logits."""
         t0 = time.perf_counter()
         n = sum(len(f.tokens) for f in feeds)
         if not 0 < n <= self.max_step:
             raise LLMChatError(f"a step takes 1..{self.max_step} tokens, got {n}")
         if len({f.slot for f in feeds}) != len(feeds):
             raise LLMChatError("a step feeds each sequence slot at most once")
+        if any(f.all_logits and not f.logits for f in feeds):
+            raise LLMChatError("a feed cannot ask for the logits of every token and for none")
         tokens = array("I")
         out_rows = array("I")
         vocab = self.config.vocab_size
@@ -119,8 +125,8 @@ class Engine:
                 if not 0 <= tok < vocab:
                     raise InvalidRequestError(f"token id {tok} is outside the vocabulary (0..{vocab - 1})")
                 tokens.extend((tok, f.start + i, f.slot, 0))
-            rows = range(first, first + len(f.tokens)) if f.all_logits else [first + len(f.tokens) - 1]
-            out_rows.extend(rows)
+            if f.logits:
+                out_rows.extend(range(first, first + len(f.tokens)) if f.all_logits else [first + len(f.tokens) - 1])
         n_out = len(out_rows)
         if n_out > self.max_step:
             raise LLMChatError(f"a step returns at most {self.max_step} logits rows, asked for {n_out}")
@@ -145,13 +151,16 @@ class Engine:
         self.stats["host_s"] += time.perf_counter() - t0 - recorded
         self.stats["steps"] += 1
         self.stats["tokens"] += n
+        if not n_out:  # the head's dispatches ran with no rows to compute
+            return [None] * len(feeds)
         if top_k:
-            return ops.read_topk(dev.read(self.candidates, 0, n_out * ops.topk_words(top_k) * 4), top_k, n_out)
+            tops = iter(ops.read_topk(dev.read(self.candidates, 0, n_out * ops.topk_words(top_k) * 4), top_k, n_out))
+            return [next(tops) if f.logits else None for f in feeds]
         data = array("f", dev.read(self.logits.buffer, 0, n_out * vocab * 4))
         result, i = [], 0
         for f in feeds:
-            k = len(f.tokens) if f.all_logits else 1
-            result.append(data[i * vocab:(i + k) * vocab])
+            k = (len(f.tokens) if f.all_logits else 1) if f.logits else 0
+            result.append(data[i * vocab:(i + k) * vocab] if k else None)
             i += k
         return result
 

@@ -174,13 +174,15 @@ def step(engine: Engine, feeds: list[tuple[Sequence, list[int]]]) -> list[tuple[
     """One engine step feeding each sequence its tokens. Returns, for each sequence whose feed reaches the end of
     its known tokens, the output to `sample` from and the reader of its whole logits row (valid until the next
     step); the others were only prefilled further."""
-    sampling = [s for s, chunk in feeds if s.pos + len(chunk) == len(s.tokens)]
-    outputs = engine.step([Feed(s.slot, chunk, s.pos) for s, chunk in feeds], top_k=candidates_for(sampling))
+    ends = [s.pos + len(chunk) == len(s.tokens) for s, chunk in feeds]  # only these need logits
+    sampling = [s for (s, _), end in zip(feeds, ends) if end]
+    outputs = engine.step([Feed(s.slot, chunk, s.pos, logits=end) for (s, chunk), end in zip(feeds, ends)],
+                          top_k=candidates_for(sampling))
     result = []
-    for row, ((seq, chunk), out) in enumerate(zip(feeds, outputs)):
+    for (seq, chunk), end, out in zip(feeds, ends, outputs):
         seq.pos += len(chunk)
-        if seq.pos == len(seq.tokens):
-            result.append((seq, out, lambda row=row: engine.logits_row(row)))
+        if end:  # logits rows come in the order of the feeds that asked for them
+            result.append((seq, out, lambda row=len(result): engine.logits_row(row)))
     return result
 
 

@@ -7,6 +7,7 @@ import pytest
 
 from llmchat.api import LLM
 from llmchat.engine import Feed
+from llmchat.errors import LLMChatError
 from llmchat.gpu.kvlayout import cache_type
 from llmchat.gpu.variants import Variants
 from model_factory import write_model
@@ -108,6 +109,30 @@ def test_batched_sequences_match_alone(tmp_path, device, setup):
         scale = np.abs(want).max()
         assert np.abs(np.array(list(r1)) - want[-2]).max() / scale < 1e-4
         assert np.abs(np.array(list(r2)) - want[-1]).max() / scale < 1e-4
+
+
+def test_feeds_without_logits(tmp_path, device):
+    """A feed may only fill the cache (a prompt chunk before the last): it gets no output, the others in its step
+    get theirs in order, and what it cached is what later steps attend to."""
+    path = write_model(tmp_path / "m.gguf", qtype=Q.Q8_0)
+    llm = LLM(str(path), device=device, context=64, n_slots=2, max_tokens_per_step=16)
+    ref = ReferenceLlama(str(path), llm.engine.kv.dtype)
+    a, b = llm.engine.kv.new_slot(), llm.engine.kv.new_slot()
+
+    def close(row, tokens):
+        want = ref.forward(tokens)[-1]
+        return np.abs(np.array(list(row)) - want).max() / np.abs(want).max() < 1e-4
+
+    rows = llm.engine.step([Feed(a, PROMPT[:6], 0, logits=False), Feed(b, PROMPT[:4], 0)])
+    assert rows[0] is None and close(rows[1], PROMPT[:4])
+    tops = llm.engine.step([Feed(b, [PROMPT[4]], 4, logits=False), Feed(a, PROMPT[6:9], 6)], top_k=4)
+    assert tops[0] is None
+    assert tops[1].indices[0] == int(np.argmax(ref.forward(PROMPT[:9])[-1]))
+    assert llm.engine.step([Feed(a, [PROMPT[9]], 9, logits=False)]) == [None]
+    assert close(llm.engine.step([Feed(a, [PROMPT[10]], 10)])[0], PROMPT[:11])
+    assert close(llm.engine.step([Feed(b, [PROMPT[5]], 5)])[0], PROMPT[:6])
+    with pytest.raises(LLMChatError, match="every token and for none"):
+        llm.engine.step([Feed(a, [PROMPT[11]], 11, all_logits=True, logits=False)])
 
 
 def test_generate_streams_and_stops(tmp_path, device):
