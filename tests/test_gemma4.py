@@ -8,17 +8,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from gpu_util import gpu  # noqa: F401 (a fixture)
 from llmchat.api import LLM
-from llmchat.engine import Feed
 from llmchat.errors import UnsupportedModelError
 from llmchat.gguf import open_gguf
 from llmchat.models import config_from_metadata
 from model_factory import write_model
-from test_hybrid import alone, close, prompt
+from test_hybrid import batched_equal_alone
 
 pytestmark = pytest.mark.gpu
 
@@ -33,26 +31,7 @@ def path(tmp_path_factory):
 def test_three_sequences_batched_equal_each_alone(path, gpu):  # noqa: F811
     llm = LLM(str(path), context=128, n_slots=4, max_tokens_per_step=16, device=gpu.device)
     assert llm.engine.kv.k[4] is None and llm.engine.kv.k[3] is not None  # layers 4-6 read layers 2 and 3
-    prompts = [prompt(1, 23), prompt(2, 9), prompt(3, 30)]
-    want = [alone(llm, p) for p in prompts]
-    kv = llm.engine.kv
-    slots = [kv.new_slot() for _ in prompts]
-    try:
-        done = [0, 0, 0]
-        while any(d < len(p) for d, p in zip(done, prompts)):
-            feeds, which = [], []
-            for i, (chunk, p) in enumerate(zip((4, 5, 7), prompts)):
-                if done[i] < len(p):
-                    take = chunk if done[i] < 12 else 1
-                    feeds.append(Feed(slots[i], p[done[i]:done[i] + take], done[i], all_logits=True))
-                    which.append(i)
-            for i, f, out in zip(which, feeds, llm.engine.step(feeds)):
-                rows = np.array(out).reshape(len(f.tokens), -1)
-                close(rows, want[i][f.start:f.start + len(f.tokens)], f"sequence {i} at {f.start}")
-                done[i] += len(f.tokens)
-    finally:
-        for s in slots:
-            kv.free_slot(s)
+    batched_equal_alone(llm)
 
 
 def test_what_llmchat_does_not_run_is_refused(path):

@@ -64,6 +64,11 @@ def close(got, want, what: str) -> None:
 
 
 def test_three_sequences_batched_equal_each_alone(llm):
+    batched_equal_alone(llm)
+
+
+def batched_equal_alone(llm: LLM) -> None:
+    """Three sequences side by side, each step's logits equal to each sequence's alone."""
     prompts = [prompt(1, 23), prompt(2, 9), prompt(3, 30)]
     want = [alone(llm, p) for p in prompts]
     kv = llm.engine.kv
