@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from gpu_util import gpu  # noqa: F401 (a fixture)
+from gpu_util import adapter_gpu  # noqa: F401 (a fixture)
 from llmchat.api import LLM
 from llmchat.errors import UnsupportedModelError
 from llmchat.gguf import open_gguf
@@ -28,8 +28,8 @@ def path(tmp_path_factory):
     return write_model(tmp_path_factory.mktemp("gemma4") / "gemma4.gguf", **PARAMS)
 
 
-def test_three_sequences_batched_equal_each_alone(path, gpu):  # noqa: F811
-    llm = LLM(str(path), context=128, n_slots=4, max_tokens_per_step=16, device=gpu.device)
+def test_three_sequences_batched_equal_each_alone(path, adapter_gpu):  # noqa: F811
+    llm = LLM(str(path), context=128, n_slots=4, max_tokens_per_step=16, device=adapter_gpu.device)
     assert llm.engine.kv.k[4] is None and llm.engine.kv.k[3] is not None  # layers 4-6 read layers 2 and 3
     batched_equal_alone(llm)
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gpu_util import gpu  # noqa: F401 (a fixture)
+from gpu_util import adapter_gpu  # noqa: F401 (a fixture)
 from llmchat.api import LLM
 from llmchat.engine import Feed
 from llmchat.errors import LLMChatError, UnsupportedModelError
@@ -40,8 +40,8 @@ def path(request, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def llm(path, gpu):  # noqa: F811
-    return LLM(str(path), context=128, n_slots=4, max_tokens_per_step=16, device=gpu.device)
+def llm(path, adapter_gpu):  # noqa: F811
+    return LLM(str(path), context=128, n_slots=4, max_tokens_per_step=16, device=adapter_gpu.device)
 
 
 def prompt(seed: int, n: int) -> list[int]:
@@ -161,7 +161,7 @@ def test_prefix_cache_shares_only_where_a_state_stands(llm):
     assert kv.free_slots == kv.n_slots and kv.free_blocks == kv.n_blocks
 
 
-def test_chat_keeps_or_recomputes_the_conversation(path, gpu):  # noqa: F811
+def test_chat_keeps_or_recomputes_the_conversation(path, adapter_gpu):  # noqa: F811
     """A chat that extends the conversation continues from its state; an edited one starts over, and both give
     what a fresh model gives."""
     def reply(llm, messages, max_tokens=6):
@@ -169,7 +169,7 @@ def test_chat_keeps_or_recomputes_the_conversation(path, gpu):  # noqa: F811
         return [e.token for e in events if e.token is not None], events[-1].usage["cached_tokens"]
 
     first = [{"role": "user", "content": "hello there"}]
-    llm = LLM(str(path), context=128, device=gpu.device)
+    llm = LLM(str(path), context=128, device=adapter_gpu.device)
     # One token: the conversation's state then stands at the end of the prompt, which the next one extends.
     answer, _ = reply(llm, first, max_tokens=1)
     state_at = len(llm._chat_tokens)
@@ -178,7 +178,7 @@ def test_chat_keeps_or_recomputes_the_conversation(path, gpu):  # noqa: F811
     edited = [{"role": "user", "content": "hello world"}]
     cached = []
     for messages in (follow, edited):
-        fresh = LLM(str(path), context=128, device=gpu.device)
+        fresh = LLM(str(path), context=128, device=adapter_gpu.device)
         tokens, n = reply(llm, messages)
         assert tokens == reply(fresh, messages)[0]
         cached.append(n)
