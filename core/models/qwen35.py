@@ -124,13 +124,12 @@ class Qwen35Config(ModelConfig):
         return cls(**common, recurrent=recurrent, conv_kernel=m.get("ssm.conv_kernel", minimum=2, maximum=64),
                    n_k_heads=n_k, n_v_heads=n_v, ssm_head_dim=head, mtp_layers=mtp)
 
-    def trunk_tensors(self, tensors: dict) -> dict:
-        """`tensors` without those of the multi-token-prediction blocks."""
-        return {name: t for name, t in tensors.items()
-                if (block_index(name) or 0) < self.n_layer}
+    def in_trunk(self, name: str) -> bool:
+        """Whether tensor `name` is not one of the multi-token-prediction blocks'."""
+        return (block_index(name) or 0) < self.n_layer
 
     def check_tensors(self, tensors: dict, where: str = "model") -> None:
-        super().check_tensors(self.trunk_tensors(tensors), where)
+        super().check_tensors({n: t for n, t in tensors.items() if self.in_trunk(n)}, where)
 
     def tensor_shapes(self) -> dict[str, tuple[Dim, ...]]:
         embd, ff, head = self.dim("n_embd"), self.dim("n_ff"), self.dim("head_dim")
@@ -225,7 +224,7 @@ class Qwen35:
         self.output_norm = weights.vector("output_norm.weight")
         self.output = output_weight(weights, self.token_embd)
         self.weight_bytes = weights.bytes
-        weights.skip(sorted(set(weights.gguf.tensors) - set(c.trunk_tensors(weights.gguf.tensors))))
+        weights.skip([n for n in weights.gguf.tensors if not c.in_trunk(n)])
         weights.check_all_read()
 
     def activations(self) -> list[ActivationSpec]:
