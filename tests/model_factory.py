@@ -96,7 +96,7 @@ def write_model(path: Path, *, arch: str = "llama", label: str | None = None, qt
                 local_layers: tuple[bool, ...] | None = None, head_dim_swa: int | None = None,
                 n_kv_head_global: int | None = None, shared_kv_layers: int = 0, n_embd_per_layer: int = 0,
                 partial_rotary: float = 0.25, double_wide_mlp: bool = False, softcap: float = 0.0,
-                recurrent_layers: tuple[bool, ...] | None = None, full_attention_interval: int = 4,
+                recurrent_layers: tuple[bool, ...] | None = None, full_attention_interval: int | None = None,
                 ssm_heads: tuple[int, int] = (2, 4), ssm_head_dim: int = 16, conv_kernel: int = 4,
                 rope_sections: tuple[int, ...] = (11, 11, 10, 0), mtp_layers: int = 0,
                 vocab_size: int | None = None, metadata: dict[str, object] | None = None) -> Path:
@@ -121,7 +121,7 @@ def write_model(path: Path, *, arch: str = "llama", label: str | None = None, qt
         converter does; double-width feed-forward there with `double_wide_mlp`); per-layer inputs of
         `n_embd_per_layer` values; final logit soft-capping at `softcap`; a layer_output_scale per layer;
       qwen35: gated DeltaNet layers and gated full-attention layers; `recurrent_layers` (per layer: a linear layer,
-        written as attention.recurrent_layers) or else every `full_attention_interval`-th layer full attention;
+        written as attention.recurrent_layers) or else every `full_attention_interval`-th layer full attention (4, or the last layer of fewer);
         `ssm_heads` (key heads, value heads) of `ssm_head_dim`, `conv_kernel` taps; `rope_dim` rotated dimensions
         of each attention head with IMROPE `rope_sections`; `mtp_layers` multi-token-prediction blocks after the
         trunk (counted in block_count, as the converter writes them by default).
@@ -214,7 +214,9 @@ def write_model(path: Path, *, arch: str = "llama", label: str | None = None, qt
             # llama.cpp's key for HF's layer_types; gguf 0.19 has no writer method for it.
             w.add_array(f"{w.arch}.attention.recurrent_layers",
                         [bool(r) for r in recurrent_layers] + [False] * mtp_layers)  # over every block
-        else:
+        # The checkpoints' interval is 4; a model of fewer layers keeps one full-attention layer, as it must.
+        full_attention_interval = full_attention_interval or min(4, n_layer)
+        if recurrent_layers is None:
             recurrent_layers = tuple((i + 1) % full_attention_interval != 0 for i in range(n_layer))
         w.add_full_attention_interval(full_attention_interval)
         if mtp_layers:

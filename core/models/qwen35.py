@@ -96,11 +96,14 @@ class Qwen35Config(ModelConfig):
                                        else s) for f, s in common["sources"])
         if m.has("attention.recurrent_layers"):  # an array over every block, prediction blocks included
             recurrent = m.per_layer("attention.recurrent_layers", blocks, kind=bool)[:n_layer]
+            layout = f"{m.arch}.attention.recurrent_layers"
         else:
             interval = m.get("full_attention_interval", 4, minimum=1, maximum=MAX_LAYERS)
             recurrent = tuple((i + 1) % interval != 0 for i in range(n_layer))
+            layout = f"{m.arch}.full_attention_interval = {interval} with {m.arch}.block_count = {blocks}"
         if all(recurrent):
-            raise ModelMetadataError(f"{where}: {m.arch} metadata leaves no full-attention layer")
+            raise ModelMetadataError(f"{where}: metadata {layout} leaves no full-attention layer among the "
+                                     f"{n_layer} trunk layers")
         head = m.get("ssm.state_size", minimum=4)
         n_k, n_v = m.get("ssm.group_count", minimum=1), m.get("ssm.time_step_rank", minimum=1)
         inner = m.get("ssm.inner_size", minimum=1)

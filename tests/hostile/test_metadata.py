@@ -77,6 +77,8 @@ SPECIFIC += [
     ("lfm2", {}, "attention.head_count_kv", ([0, 1, 0], VT.ARRAY), "3 values"),
     ("lfm2", {}, "attention.head_count_kv", ([0, 0], VT.ARRAY), "no attention layer"),
     ("lfm2", {}, "attention.head_count_kv", ([0, 3], VT.ARRAY), "3"),
+    ("qwen35", {}, "full_attention_interval", 3, "= 3"),  # 2 layers: none of them full attention
+    ("qwen35", {"recurrent_layers": (True, False)}, "attention.recurrent_layers", ([True, True], VT.ARRAY), "full-attention"),
 ]
 CASES = [(arch, {}, key, value, expect) for arch in ARCHES for key, value, expect in COMMON
          if not (arch in PER_LAYER_KV and key == "attention.head_count_kv")] + SPECIFIC
