@@ -23,7 +23,8 @@ from .gguf import GGUFFile, open_gguf
 from .gpu import open_device
 from .gpu.kernels import Kernels
 from .gpu.profiles import NO_PROFILE, Profile, get_profile
-from .gpu.tune import tune_model
+from .gpu.variants import variants
+from .gpu.tune import ROUNDS, TuneContext, sweep, tune_model
 from .memory import MemoryPlan, check_context, default_plan, plan_memory, step_bucket
 from .models import model_class, model_config
 from .models.weights import WeightLoader
@@ -96,9 +97,9 @@ class LLM:
         kernels = Kernels(self.device)
         # Before any program is recorded: recording picks the kernel variants.
         q8_activations = q8_activations or int8_dot
-        self.tuning = tune_model(self.device, kernels, loader.weights, config=self.config,
-                                 prefill_tokens=step_bucket(max_tokens_per_step), option=tune, retune=retune,
-                                 q8_activations=q8_activations, int8_dot=int8_dot, store=tune_store)
+        self.tune_context = TuneContext(self.device, kernels, variants(self.device), dict(loader.weights),
+                                        self.config, step_bucket(max_tokens_per_step), q8_activations)
+        self.tuning = tune_model(self.tune_context, option=tune, retune=retune, int8_dot=int8_dot, store=tune_store)
         self.engine = Engine(self.model, self.device, kernels, context=self.context,
                              n_slots=n_slots + 1, max_tokens_per_step=max_tokens_per_step,
                              cache_positions=self.plan.kv_positions, q8_activations=q8_activations,
@@ -176,6 +177,18 @@ class LLM:
         if n == 0:
             raise LLMChatError("the text is too short to score")
         return {"ppl": math.exp(nll / n), "mean_nll": nll / n, "tokens": n}
+
+    # -- kernels -------------------------------------------------------------------------------------------------
+    def sweep_kernels(self, rounds: int = ROUNDS) -> dict[str, dict]:
+        """Every kernel variant the tuner chooses among, at this model's shapes, timed `rounds` times with no
+        budget (gpu/tune.py's `sweep`): per case its shape, each candidate's microseconds per dispatch, the
+        fastest, and the variant this load runs — how close the tuner's (or the fixed table's) picks are."""
+        result = sweep(self.tune_context, rounds)
+        for name, case in result.items():
+            times = case["us_per_dispatch"]
+            case["fastest"] = min(times, key=times.get)
+            case["running"] = self.tuning.choices[name]["variant"]
+        return result
 
     # -- generation ----------------------------------------------------------------------------------------------
     def generate(self, prompt: str | Sequence[dict] | list[int], *, max_tokens: int = 256,

@@ -409,6 +409,8 @@ def _bench_arguments(parser: argparse.ArgumentParser) -> None:
                         "each decode kernel's share of the step and of that bandwidth (llmchat.roofline)")
     parser.add_argument("--retune", action="store_true",
                         help="measure the kernel variants for this model and adapter again (see LLMCHAT_TUNE)")
+    parser.add_argument("--sweep", action="store_true", help="then time every kernel variant the tuner chooses "
+                        "among, at this model's shapes, beside the one running (slow on CPU emulators)")
 
 
 @command("bench", "measure load time, prefill and decode speed", _bench_arguments)
@@ -433,6 +435,8 @@ def bench_command(args: argparse.Namespace) -> int:
         from . import roofline
         result["roofline"] = roofline.report(llm, context=result["prompt_tokens"] + result["generated"],
                                              decode_tok_s=result["decode_tok_s"])
+    if args.sweep:
+        result["sweep"] = llm.sweep_kernels()
     print(json.dumps(result) if args.json else "\n".join(
         roofline.format_report(v) if k == "roofline" else f"{k}: {v}" for k, v in result.items()))
     return 0

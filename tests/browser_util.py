@@ -3,6 +3,7 @@ driven through pytest-playwright's fixtures (tests/conftest.py). Playwright's ow
 install`) is never used."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -34,3 +35,30 @@ def open_profile(browser_type, launch_args: dict, context_args: dict, profile: P
         context.add_init_script("delete Navigator.prototype.gpu;")
     context.set_default_timeout(BROWSER_TIMEOUT_MS)
     return context
+
+
+def generate_script(prompt: str, tokens: int = 4) -> str:
+    """Page script defining `generate(model, options)`: a fresh engine (context 128, plus `options`) makes `tokens`
+    greedy tokens of `prompt`, stops, and returns their ids with `engine.info` — what the browser's side of a
+    browser-against-native comparison needs."""
+    return """
+  window.generate = async (model, options = {}) => {
+    const engine = await api.createEngine({ model, context: 128, ...options });
+    const ids = [];
+    for await (const chunk of await engine.completions.create(
+        { prompt: %s, max_tokens: %d, stream: true, ignore_eos: true })) {
+      if (chunk.llmchat?.token != null) ids.push(chunk.llmchat.token);
+    }
+    engine.terminate();
+    return { ids, info: engine.info };
+  };""" % (json.dumps(prompt), tokens)
+
+
+def native_greedy(path: Path, prompt: str, tokens: int, **options) -> list[int]:
+    """The same greedy tokens from the native engine, the reference for `generate_script`'s."""
+    from llmchat.api import LLM
+    llm = LLM(str(path), context=128, **options)
+    try:
+        return [e.token for e in llm.generate(prompt, max_tokens=tokens, ignore_eos=True) if e.token is not None]
+    finally:
+        llm.device.close()

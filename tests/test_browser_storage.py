@@ -9,12 +9,12 @@ storage holds only what the model store writes.
 from __future__ import annotations
 
 import hashlib
-import json
 from pathlib import Path
 
 import pytest
 
 from browser_server import WebServer
+from browser_util import generate_script, native_greedy
 from test_browser import WEB, _launch, events, shots  # noqa: F401 (fixtures)
 
 SPLIT = "tinysplit-00001-of-00003.gguf"
@@ -48,28 +48,10 @@ def site(models: Path):
         yield srv
 
 
-def greedy(path: Path, n: int) -> list[int]:
-    from llmchat.api import LLM
-    llm = LLM(str(path), context=128)
-    try:
-        return [e.token for e in llm.generate(PROMPT, max_tokens=n, ignore_eos=True) if e.token is not None]
-    finally:
-        llm.device.close()
-
-
 API = """<!doctype html><script type="module">
   import * as api from "/llm-chat.js";
   window.api = api;
-  window.generate = async (model, options = {}) => {
-    const engine = await api.createEngine({ model, context: 128, ...options });
-    const ids = [];
-    for await (const chunk of await engine.completions.create(
-        { prompt: %s, max_tokens: 4, stream: true, ignore_eos: true })) {
-      if (chunk.llmchat?.token != null) ids.push(chunk.llmchat.token);
-    }
-    engine.terminate();
-    return { ids, info: engine.info };
-  };
+%s
   window.opfs = async () => {
     const root = await navigator.storage.getDirectory();
     let dir;
@@ -79,7 +61,7 @@ API = """<!doctype html><script type="module">
     return names.sort();
   };
   window.apiReady = true;
-</script>""" % json.dumps(PROMPT)
+</script>""" % generate_script(PROMPT)
 
 
 def api_page(context, site):
@@ -125,7 +107,7 @@ def test_list_has_delete_and_estimate_without_an_engine(launch_profile, site, mo
 
 
 def test_a_split_model_downloads_resumes_and_loads_as_one(launch_profile, site, models, tmp_path):
-    want = greedy(models / SPLIT, 4)
+    want = native_greedy(models / SPLIT, PROMPT, 4)
     shards = sorted(p.name for p in models.glob("tinysplit-*.gguf"))
     assert len(shards) == 3
     context = _launch(launch_profile, tmp_path / "profile")

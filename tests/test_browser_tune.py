@@ -8,27 +8,24 @@ small shapes rather than SmolLM2's.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
 from browser_server import WebServer
+from browser_util import generate_script, native_greedy
 from test_browser import WEB
 
 PROMPT = "hello there"
 TUNE_FILE = "llmchat-tune.json"  # web/runtime.py's TUNE_FILE
+SWEEP_ROUNDS = 8  # as tests/test_tune.py's native sweep
 
 PAGE = """<!doctype html><script type="module">
-  import * as api from "/llm-chat.js";
-  window.generate = async (model, options = {}) => {
-    const engine = await api.createEngine({ model, context: 128, shared: false, ...options });
-    const ids = [];
-    for await (const chunk of await engine.completions.create(
-        { prompt: %s, max_tokens: 4, stream: true, ignore_eos: true })) {
-      if (chunk.llmchat?.token != null) ids.push(chunk.llmchat.token);
-    }
+  import * as api from "/llm-chat.js";%s
+  window.tuneAndSweep = async (model) => {
+    const engine = await api.createEngine({ model, context: 128, shared: false, tune: true });
+    const sweep = await engine.sweepKernels(%d);
     engine.terminate();
-    return { ids, info: engine.info };
+    return { tuning: engine.info.tuning, sweep };
   };
   window.tuneFile = async () => {
     const root = await navigator.storage.getDirectory();
@@ -38,7 +35,7 @@ PAGE = """<!doctype html><script type="module">
     } catch { return null; }
   };
   window.apiReady = true;
-</script>""" % (json.dumps(PROMPT), TUNE_FILE)
+</script>""" % (generate_script(PROMPT), SWEEP_ROUNDS, TUNE_FILE)
 
 
 @pytest.fixture(scope="module")
@@ -58,23 +55,14 @@ def open_page(context, site):
     return page
 
 
-def greedy(path: Path) -> list[int]:
-    from llmchat.api import LLM
-    llm = LLM(str(path), context=128, tune=False)
-    try:
-        return [e.token for e in llm.generate(PROMPT, max_tokens=4, ignore_eos=True) if e.token is not None]
-    finally:
-        llm.device.close()
-
-
 def test_tuning_is_kept_in_opfs_and_a_reload_uses_it(context, site):
     page = open_page(context, site)
-    off = page.evaluate("generate('/models/tiny.gguf')")["info"]["tuning"]
+    off = page.evaluate("generate('/models/tiny.gguf', { shared: false })")["info"]["tuning"]
     assert off["enabled"] is False and off["source"] == "off"  # a software adapter: the fixed table, said so
     assert off["choices"] and {c["by"] for c in off["choices"].values()} == {"default"}
     assert page.evaluate("tuneFile()") is None
 
-    first = page.evaluate("generate('/models/tiny.gguf', { tune: true })")
+    first = page.evaluate("generate('/models/tiny.gguf', { shared: false, tune: true })")
     tuning = first["info"]["tuning"]
     assert tuning["enabled"] and tuning["source"] == "measured", tuning
     families = {name.split("/")[0] for name in tuning["choices"]}
@@ -93,9 +81,25 @@ def test_tuning_is_kept_in_opfs_and_a_reload_uses_it(context, site):
 
     page.reload()
     page.wait_for_function("window.apiReady")
-    again = page.evaluate("generate('/models/tiny.gguf', { tune: true })")
+    again = page.evaluate("generate('/models/tiny.gguf', { shared: false, tune: true })")
     cached = again["info"]["tuning"]
     assert cached["source"] == "cached" and cached["choices"] == tuning["choices"]
     assert page.evaluate("tuneFile()") == stored  # nothing measured, nothing written
     # Whatever variants were chosen, the model says the same as the fixed table's natively.
-    assert again["ids"] == first["ids"] == greedy(site.models / "tiny.gguf")
+    assert again["ids"] == first["ids"] == native_greedy(site.models / "tiny.gguf", PROMPT, 4, tune=False)
+
+
+def test_pick_matches_a_full_sweep(context, site):
+    """What tests/test_tune.py checks natively, on SwiftShader: right after the tuner measured (a first load, empty
+    OPFS), every candidate of every case timed SWEEP_ROUNDS more times in the same worker, interleaved, timed as
+    the tuner times them; the variant running is within 15% of the fastest."""
+    page = open_page(context, site)
+    result = page.evaluate("tuneAndSweep('/models/tiny.gguf')")
+    tuning, sweep = result["tuning"], result["sweep"]
+    assert tuning["source"] == "measured"
+    assert set(sweep) == set(tuning["choices"]) and {"matvec/Q8_0", "prefill/Q8_0", "attention/decode"} <= set(sweep)
+    for name, case in sweep.items():
+        times = case["us_per_dispatch"]
+        assert case["running"] == tuning["choices"][name]["variant"] in times
+        assert len(times) > 1 and all(t > 0 for t in times.values()), (name, times)
+        assert times[case["running"]] <= 1.15 * min(times.values()), (name, case)

@@ -65,16 +65,14 @@ def test_pick_matches_a_full_sweep(ctx, first):
     _, report = first
     assert report.source == "measured" and report.seconds > 0
     assert not [t for t in report.timed if "skipped" in t or "rejected" in t], report.timed
+    swept = tune.sweep(ctx, SWEEP_ROUNDS)
+    assert set(swept) == {f"{c.family}/{c.key}" for c in tune.matmul_cases(ctx)} == set(report.choices)
     for case in tune.matmul_cases(ctx):
-        n = tune._trial(ctx, case, case.candidates[0])[3]
-        trials = [(c, *tune._trial(ctx, case, c, n)) for c in case.candidates]
-        best = {repr(c): float("inf") for c in case.candidates}
-        for _ in range(SWEEP_ROUNDS):
-            for choice, program, out, _, n in trials:
-                best[repr(choice)] = min(best[repr(choice)], tune._timed(ctx.device, program, out)[1] / n)
-        picked = report.choices[f"{case.family}/{case.key}"]["variant"]
-        fastest = min(best.values())
-        assert best[picked] <= 1.15 * fastest, (case.family, picked, best)
+        name = f"{case.family}/{case.key}"
+        times = swept[name]["us_per_dispatch"]
+        assert set(times) == {repr(c) for c in case.candidates}  # every candidate compiles here
+        picked = report.choices[name]["variant"]
+        assert times[picked] <= 1.15 * min(times.values()), (name, picked, times)
 
 
 def test_attention_kernels_are_chosen_by_output_and_speed(gpu: Gpu):
@@ -136,17 +134,24 @@ def test_tuning_switch(monkeypatch):
 
 @pytest.mark.model
 def test_bench_retune_reports_the_choices(tmp_path):
-    """`llmchat bench --retune` on a small Q4_1 model: measured, cached under LLMCHAT_HOME, reported in the JSON
-    with each choice "tuned" or "default"; without --retune (and tuning off) the fixed table's choices."""
+    """`llmchat bench --retune --sweep` on a small Q4_1 model: measured, cached under LLMCHAT_HOME, reported in the
+    JSON with each choice "tuned" or "default", and every candidate timed beside the one running; without --retune
+    (and tuning off) the fixed table's choices."""
     path = write_model(tmp_path / "tiny.gguf", qtype=GGMLType.Q4_1, types={"token_embd": GGMLType.Q4_1},
                        n_embd=256, n_ff=512)
     env = {**os.environ, "LLMCHAT_HOME": str(tmp_path / "home")}
-    out = json.loads(ok(llmchat("bench", str(path), "-n", "2", "--repeat", "1", "--json", "--retune", env=env)))
+    out = json.loads(ok(llmchat("bench", str(path), "-n", "2", "--repeat", "1", "--json", "--retune", "--sweep",
+                                env=env)))
     kernels = out["kernels"]
     assert kernels["enabled"] and kernels["source"] == "measured"
     assert kernels["cache"].startswith(str(tmp_path / "home" / "tune"))
     assert {"matvec/Q4_1", "prefill/Q4_1"} <= set(kernels["choices"])
     assert all(c["by"] in ("tuned", "default") for c in kernels["choices"].values())
+    # --sweep: every tuned case timed again with all its candidates, beside the one running
+    assert set(out["sweep"]) == set(kernels["choices"])  # matvec, prefill and attention
+    for name, case in out["sweep"].items():
+        assert case["running"] == kernels["choices"][name]["variant"] in case["us_per_dispatch"]
+        assert case["fastest"] in case["us_per_dispatch"] and len(case["us_per_dispatch"]) > 1
     plain = json.loads(ok(llmchat("bench", str(path), "-n", "2", "--repeat", "1", "--json", env=env)))
     assert not plain["kernels"]["enabled"]
     assert all(c["by"] == "default" for c in plain["kernels"]["choices"].values())

@@ -181,7 +181,7 @@ export class Engine extends EventTarget {
         this.#emit(loading ? "ready" : "handover", this.info);
         this.loaded.resolve();
         break;
-      case "token": case "done": case "stats":
+      case "token": case "done": case "stats": case "sweep":
         this.pending.get(data.id)?.handle(data);
         break;
       case "error": {
@@ -222,6 +222,15 @@ export class Engine extends EventTarget {
     await this.ready;
     if (!this.link) return null;
     return new Promise((resolve) => this.#request({ type: "stats" }, (data) => (resolve(data.stats), true)));
+  }
+
+  // Every kernel variant the tuner chooses among, timed `rounds` times at this model's shapes, beside the one
+  // running (LLM.sweep_kernels: per case the microseconds per dispatch of each, the fastest, the running one);
+  // null in remote mode. Slow on CPU-emulated adapters: seconds per variant.
+  async sweepKernels(rounds = 8) {
+    await this.ready;
+    if (!this.link) return null;
+    return new Promise((resolve) => this.#request({ type: "sweep", rounds }, (data) => (resolve(data.sweep), true)));
   }
 
   // Forget the conversation kept on the device (the next request starts a fresh KV cache).

@@ -87,6 +87,12 @@ def load(store, context: int, open_shard=None, tune: bool | None = None, tune_js
                        "tune_json": json.dumps(cache.entries) if cache.changed else None})
 
 
+def sweep(rounds: int) -> str:
+    """Every kernel variant the tuner chooses among, timed at the loaded model's shapes (LLM.sweep_kernels), as
+    JSON."""
+    return json.dumps(_state["llm"].sweep_kernels(int(rounds)))
+
+
 def chat(request: str, emit, should_stop) -> None:
     """Stream a reply to `request` (JSON: messages, or a raw prompt; max_tokens, stop, sampling options, and the
     structured-output and tool fields of `LLM.chat`).

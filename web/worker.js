@@ -11,12 +11,13 @@
 //   {type: "stop", id}               ends reply `id` after the token being computed
 //   {type: "reset"}                  forgets the conversation
 //   {type: "stats", id}              asks for the GPU bridge's counters
+//   {type: "sweep", id, rounds}      times every kernel variant the tuner chooses among (LLM.sweep_kernels)
 //   {type: "connect", port}          (from the owning tab) serve one more tab on `port`
 //   {type: "bye"}                    (on a port) that tab is gone
 // Messages to a tab (ids are each tab's own):
 //   {type: "status", text} {type: "progress", phase, loaded, total} {type: "warning", code, message}
 //   {type: "ready", info} {type: "token", id, text, token} {type: "done", id, finish_reason, usage, timings}
-//   {type: "stats", id, stats}
+//   {type: "stats", id, stats} {type: "sweep", id, sweep}
 //   {type: "error", id?, code, message}
 //
 // Order of a first load: open WebGPU (no GPU, no download), then boot Pyodide while the model's first megabyte
@@ -86,6 +87,10 @@ async function handle(message, client) {
   if (message.type === "reset") return runtime.reset();
   if (message.type === "stats") {
     return client.port.postMessage({ type: "stats", id: message.id, stats: { ...bridge.stats } });
+  }
+  if (message.type === "sweep") {
+    const sweep = JSON.parse(await runtime.sweep.callPromising(message.rounds));
+    return client.port.postMessage({ type: "sweep", id: message.id, sweep });
   }
 }
 

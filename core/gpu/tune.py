@@ -42,7 +42,7 @@ from .kvlayout import BLOCK_TOKENS, blocks_for, cache_type, layer_bytes
 from .recorder import Recorder
 from .tensors import Weight, WeightPart
 from ..errors import GPUError
-from .variants import INT8_TYPES, WORKGROUP_BYTES, MatmulTile, TuneCase, Variants, register_tunable, variants
+from .variants import INT8_TYPES, WORKGROUP_BYTES, MatmulTile, TuneCase, Variants, register_tunable
 
 BUDGET_S = 1.8  # seconds of timed runs the tuner may spend (see `tune`)
 COMPILE_BUDGET_S = 60.0  # seconds of first runs (compilation) after which no further candidate is tried
@@ -257,6 +257,28 @@ def _measure(ctx: TuneContext, case: TuneCase, budget: dict[str, float], report:
     return min(trials, key=lambda t: t[4])[0]
 
 
+def sweep(ctx: TuneContext, rounds: int = ROUNDS) -> dict[str, dict]:
+    """Every candidate of every case timed `rounds` times, interleaved, with no budget and no pruning — the full
+    forced sweep the tuner's picks are judged by. Per "family/key": the case's shape and each candidate's best
+    microseconds per dispatch (those this driver does not compile left out), timed as the tuner times them."""
+    result = {}
+    for case in cases_for(ctx):
+        trials, n = [], 0
+        for choice in case.candidates:
+            try:
+                program, out, _, n = _trial(ctx, case, choice, n)
+            except ShaderError:
+                continue
+            trials.append((repr(choice), program, out, n))
+        best = {name: float("inf") for name, *_ in trials}
+        for _ in range(rounds):
+            for name, program, out, n in trials:
+                best[name] = min(best[name], _timed(ctx.device, program, out)[1] / n)
+        result[f"{case.family}/{case.key}"] = {"shape": case.shape,
+                                               "us_per_dispatch": {k: round(v * 1e6, 2) for k, v in best.items()}}
+    return result
+
+
 def _trial(ctx: TuneContext, case: TuneCase, choice, n: int = 0) -> tuple[Program, Buffer, int, int]:
     """Record one dispatch, run it (compiling it), then record `n` (default: as many as TARGET_RUN_S takes,
     judged from a second run) and run them once. Every candidate of a case is timed with the first one's `n`, so
@@ -467,18 +489,19 @@ def _attention_trial(ctx: TuneContext, n_head: int, n_kv_head: int, head_dim: in
 register_tunable("attention", attention_cases)
 
 
-def tune_model(device: Device, kernels: Kernels, weights: dict[str, Weight], *, config=None,
-               prefill_tokens: int = 64, option: bool | None = None, retune: bool = False, store=None,
-               q8_activations: bool = False, int8_dot: bool = False) -> TuneReport:
-    """Tune for a loaded model when `enabled(option)` or `retune`; otherwise the fixed table decides. With
-    `q8_activations` the matmul cases round x to 8 bits as the model will, and take int8 dot products among their
+def tune_model(ctx: TuneContext, *, option: bool | None = None, retune: bool = False, store=None,
+               int8_dot: bool = False) -> TuneReport:
+    """Tune for a loaded model (`ctx`: its weights, config, prefill step and activations) when `enabled(option)`
+    or `retune`; otherwise the fixed table decides. Where the model rounds activations to 8 bits
+    (`ctx.q8_activations`) the matmul cases round x as the model will, and take int8 dot products among their
     candidates where the adapter has them; `int8_dot` forces those afterwards (force_int8)."""
+    device = ctx.device
     if int8_dot and not device.info.dot4i8:
         raise GPUError(f"int8 dot products need WGSL's packed_4x8_integer_dot_product, which {device.info.name} "
                        "does not offer; load without int8_dot")
-    report = _tune_model(device, kernels, weights, config, prefill_tokens, option, retune, store, q8_activations)
+    report = _tune_model(ctx, option, retune, store)
     if int8_dot:
-        force_int8(variants(device), {w.type for w in weights.values()}, prefill_tokens, report)
+        force_int8(ctx.variants, {w.type for w in ctx.weights.values()}, ctx.prefill_tokens, report)
     return report
 
 
@@ -492,25 +515,23 @@ def force_int8(v: Variants, qtypes, prefill_tokens: int, report: TuneReport) -> 
             report.choices[f"{family}/{qtype.name}"] = {"variant": repr(tile), "by": "forced"}
 
 
-def _tune_model(device: Device, kernels: Kernels, weights: dict[str, Weight], config, prefill_tokens: int,
-                option: bool | None, retune: bool, store, q8_activations: bool) -> TuneReport:
-    v = variants(device)
-    native = device.info.backend.startswith("wgpu-native")
-    if not enabled(option, device.info.software) and not retune:
+def _tune_model(ctx: TuneContext, option: bool | None, retune: bool, store) -> TuneReport:
+    v, weights = ctx.variants, ctx.weights
+    native = ctx.device.info.backend.startswith("wgpu-native")
+    if not enabled(option, ctx.device.info.software) and not retune:
         v.tuned.clear()  # an earlier load's choices must not linger on this device
         report = TuneReport(enabled=False)
         for qtype in sorted({w.type for w in weights.values()}, key=int):
-            for family, tokens in (("matvec", 1), ("prefill", prefill_tokens)):
+            for family, tokens in (("matvec", 1), ("prefill", ctx.prefill_tokens)):
                 report.choices[f"{family}/{qtype.name}"] = {"variant": repr(v.matmul(tokens, qtype.name)),
                                                              "by": "default"}
-        if config is not None and getattr(config, "n_head", 0):
+        if ctx.config is not None and getattr(ctx.config, "n_head", 0):
             for key in ("decode", "prefill"):
                 report.choices[f"attention/{key}"] = {"variant": repr(v.attention_kernel), "by": "default"}
-        report.choices.update(gated_delta_choices(v, weights, prefill_tokens))
+        report.choices.update(gated_delta_choices(v, weights, ctx.prefill_tokens))
         return report
-    ctx = TuneContext(device, kernels, v, dict(weights), config, prefill_tokens, q8_activations)
     report = tune(ctx, store=store if store is not None else FileStore() if native else MemoryStore(), retune=retune)
-    report.choices.update(gated_delta_choices(v, weights, prefill_tokens))
+    report.choices.update(gated_delta_choices(v, weights, ctx.prefill_tokens))
     return report
 
 
