@@ -44,6 +44,10 @@ MODELS = {
 CASES = [(name, i) for name, g in MODELS.items() for i in range(len(g.reference["prompts"]))]
 
 
+def _length(name: str, index: int) -> int:
+    return len(MODELS[name].reference["prompts"][index]["ids"])
+
+
 @pytest.fixture(scope="module")
 def llms(request):
     from llmchat.api import LLM
@@ -77,8 +81,12 @@ def other_kv_type(which: str | None) -> str | None:
 
 # SmolLM2 also runs under the phone device profile (no subgroups, no f16, WebGPU's default limits, a 1 GiB budget):
 # the kernel variants a phone gets must meet the same references. Both models also run with the other KV cache
-# type than the adapter's (f16 is the default where the adapter has shader-f16).
-PROFILED = ([(name, i, None, None) for name, i in CASES] + [(name, i, None, "other") for name, i in CASES]
+# type than the adapter's (f16 is the default where the adapter has shader-f16); there the prompts are the short
+# ones (the cache type changes how K/V are stored, not which positions are read), since Gemma's 673-token prompt
+# across its 512-token sliding window costs minutes of prefill on a CPU emulator.
+LONG = 64  # tokens: prompts past this run in the adapter's own configuration only
+PROFILED = ([(name, i, None, None) for name, i in CASES]
+            + [(name, i, None, "other") for name, i in CASES if _length(name, i) <= LONG]
             + [("smollm2", i, "phone", None) for name, i in CASES if name == "smollm2"])
 
 
@@ -101,7 +109,9 @@ def test_last_position_logits(llms, name, index, profile, kv):
 
 @pytest.mark.parametrize("name,profile", [(name, None) for name in MODELS] + [("smollm2", "phone")])
 def test_greedy_continuations(llms, name, profile):
-    prompts = MODELS[name].reference["prompts"]
+    """Eight greedy tokens after each short prompt (the long one's first token is its last-position argmax,
+    checked above)."""
+    prompts = [case for case in MODELS[name].reference["prompts"] if len(case["ids"]) <= LONG]
     agree = 0
     for case in prompts:
         events = list(llms(name, profile=profile).generate(case["text"], max_tokens=8))
@@ -110,13 +120,14 @@ def test_greedy_continuations(llms, name, profile):
     assert agree >= len(prompts) - 1, agree
 
 
-@pytest.mark.parametrize("name,q8,profile,kv", [(name, q8, None, None) for name in MODELS for q8 in (False, True)]
-                         + [("smollm2", False, "phone", None)] + [(name, False, None, "other") for name in MODELS],
-                         ids=lambda v: str(v))
-def test_perplexity(llms, name, q8, profile, kv):
+# Perplexity (every logit of ~700 positions: minutes for Gemma's 262,144-row output head on a CPU emulator) runs in
+# the adapter's own configuration, with f32 and with 8-bit activations; the phone profile and the other KV cache
+# type are held to the logits and continuations above.
+@pytest.mark.parametrize("name,q8", [(name, q8) for name in MODELS for q8 in (False, True)], ids=lambda v: str(v))
+def test_perplexity(llms, name, q8):
     golden = MODELS[name]
     want = golden.reference["perplexity"]
-    got = llms(name, q8, profile, other_kv_type(kv)).perplexity(TEXTS["perplexity_text"], window=want["window"])
+    got = llms(name, q8).perplexity(TEXTS["perplexity_text"], window=want["window"])
     assert got["tokens"] == want["scored_tokens"]
     assert abs(got["ppl"] / want["ppl"] - 1) < (0.01 if q8 else golden.ppl_tolerance), (got, want)
 

@@ -99,7 +99,7 @@ def test_non_streaming_client_that_leaves_is_cancelled(server):
 def test_retry_after_follows_the_decode_rate(server):
     """Retry-After estimates when the running sequence (the one batch place) leaves room in the queue: its
     remaining tokens at the measured decode rate. Checked against the time it then actually took."""
-    body = {**LONG, "max_tokens": 300}
+    body = {**LONG, "max_tokens": 120}
     with ExitStack() as stack:
         client = stack.enter_context(httpx.Client(timeout=120))
         running = stack.enter_context(client.stream("POST", f"{server}/v1/completions",

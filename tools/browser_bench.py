@@ -1,9 +1,10 @@
 """Benchmark the browser runtime: drive web/bench.html in headless Chromium and print its result as one JSON line.
 
-    python tools/browser_bench.py [--model smollm2] [--n 16] [--reps 2] [--prompt TEXT]
+    python tools/browser_bench.py [--model smollm2] [--n 16] [--reps 2] [--prompt TEXT] [--tune on] [--sweep 8]
 
 Measures cold load (download into OPFS, judge, upload), warm load (a new worker, model from OPFS), time to first
-token, prefill and decode tokens/s and host milliseconds per token, on whatever WebGPU adapter Chromium offers
+token, prefill and decode tokens/s and host milliseconds per token (with --sweep, every kernel variant the tuner
+chooses among timed beside the one running), on whatever WebGPU adapter Chromium offers
 (SwiftShader, a CPU emulation, on machines without a GPU). The page is served by the same small server the
 browser tests use: web/ at `/`, the model at `/models/` with HTTP Range. Needs `make web` first.
 """
@@ -32,6 +33,9 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=2, help="completions after the loads; the best is reported")
     parser.add_argument("--prompt", help="prompt text (default: the one of shared/bench/peers.py)")
     parser.add_argument("--context", type=int, default=2048, help="KV cache size in tokens")
+    parser.add_argument("--tune", choices=("on", "off"), help="the kernel tuner (default: on for hardware adapters)")
+    parser.add_argument("--sweep", type=int, default=0, metavar="ROUNDS",
+                        help="then time every kernel variant the tuner chooses among, ROUNDS times each")
     parser.add_argument("--timeout", type=float, default=900, help="seconds")
     parser.add_argument("--chromium", default="/usr/bin/chromium")
     parser.add_argument("--web", type=Path, default=ROOT / "web",
@@ -44,6 +48,10 @@ def main() -> None:
     query = {"model": f"/models/{model.name}", "n": args.n, "reps": args.reps, "context": args.context}
     if args.prompt:
         query["prompt"] = args.prompt
+    if args.tune:
+        query["tune"] = int(args.tune == "on")
+    if args.sweep:
+        query["sweep"] = args.sweep
     with WebServer(args.web, model.parent) as server, sync_playwright() as pw, \
             tempfile.TemporaryDirectory() as profile:
         context = pw.chromium.launch_persistent_context(profile, executable_path=args.chromium, headless=True,

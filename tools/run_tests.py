@@ -16,7 +16,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--jobs", default="auto", help="worker processes for the first pass (xdist's -n)")
     args, pytest_args = parser.parse_known_args()
-    passes = [["-n", args.jobs, "-m", "not browser"], ["-m", "browser"]]
+    passes = [["-n", args.jobs, "--dist", "worksteal", "-m", "not browser"], ["-m", "browser"]]
     codes = [subprocess.call([sys.executable, "-m", "pytest", *p, *pytest_args]) for p in passes]
     failed = [c for c in codes if c not in (0, NO_TESTS)]
     if failed:

@@ -88,11 +88,12 @@ def _stream(base: str, body: dict, lines: list, started: threading.Event) -> Non
 @pytest.mark.model
 def test_sigterm_lets_running_requests_finish_then_ends_the_rest(smollm2_path, tmp_path):
     """A short stream finishes within the grace period; a long one ends with an error event and [DONE]; a
-    non-streaming one gets 503; new connections are refused; the process exits."""
+    non-streaming one gets 503; new connections are refused; the process exits. The grace period (15 s) leaves the
+    short stream's 4 tokens time on a loaded CPU emulator (~1 token/s), the long one's 480 tokens none."""
     port = free_port()
     log = tmp_path / "serve.log"
     cmd = [sys.executable, "-m", "llmchat", "serve", "smollm2", "--port", str(port), "--ctx", "512",
-           "--log-level", "warning", "--shutdown-grace", "6"]
+           "--log-level", "warning", "--shutdown-grace", "15"]
     with open(log, "wb") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"
@@ -101,7 +102,7 @@ def test_sigterm_lets_running_requests_finish_then_ends_the_rest(smollm2_path, t
         body = {"model": "smollm2", "prompt": "Once upon a time", "temperature": 0, "ignore_eos": True,
                 "stream": True}
         short, long_, started_short, started_long = [], [], threading.Event(), threading.Event()
-        threads = [threading.Thread(target=_stream, args=(base, {**body, "max_tokens": 16}, short, started_short)),
+        threads = [threading.Thread(target=_stream, args=(base, {**body, "max_tokens": 4}, short, started_short)),
                    threading.Thread(target=_stream, args=(base, {**body, "max_tokens": 480}, long_, started_long))]
         plain: list = []
 
