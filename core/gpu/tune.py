@@ -299,7 +299,8 @@ def _trial(ctx: TuneContext, case: TuneCase, choice, n: int = 0) -> tuple[Progra
 def _timed(device: Device, program: Program, out: Buffer) -> tuple[float, float]:
     """(wall seconds, cost) of one run: the cost is wall time on GPUs; on CPU emulators, which run kernels on
     this process's threads, it is this process's CPU seconds, which other programs competing for the cores
-    barely move (tools/kernel_speed.py reports both)."""
+    barely move (tools/kernel_speed.py reports both). In Pyodide process_time is the wall clock (emscripten's
+    clock()), which is as well: SwiftShader runs in the browser's GPU process, outside any clock of the worker."""
     start, cpu = time.perf_counter(), time.process_time()
     device.run(program)
     device.read(out, 0, 4)
