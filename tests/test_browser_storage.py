@@ -170,8 +170,10 @@ def test_storage_filling_up_during_a_download_leaves_a_partial_that_can_be_delet
     context = _launch(launch_profile, tmp_path / "profile")
     page = context.new_page()
     site.pages["/quota.html"] = QUOTA_PAGE
-    site.faults.stall_model_at = 4 << 20  # the download pauses 4 MiB in, while the quota is lowered
-    site.faults.stall_seconds = 3
+    # The download pauses 4 MiB in while the quota is lowered: long enough for a loaded machine to lower it before
+    # the download resumes (3 s was not, once, and the model was then stored whole).
+    site.faults.stall_model_at = 4 << 20
+    site.faults.stall_seconds = 15
     page.goto(f"{site.url}/quota.html")
     page.wait_for_function("window.__events.some(e => e[0] === 'llm-progress' && e[1].phase === 'download' && "
                            "e[1].loaded >= 3 * 2 ** 20)")
