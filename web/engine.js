@@ -219,18 +219,21 @@ export class Engine extends EventTarget {
 
   // The GPU bridge's counters (pipelines, uploads, replays and their milliseconds); null in remote mode.
   async gpuStats() {
-    await this.ready;
-    if (!this.link) return null;
-    return new Promise((resolve) => this.#request({ type: "stats" }, (data) => (resolve(data.stats), true)));
+    return this.#ask({ type: "stats" });
   }
 
   // Every kernel variant the tuner chooses among, timed `rounds` times at this model's shapes, beside the one
   // running (LLM.sweep_kernels: per case the microseconds per dispatch of each, the fastest, the running one);
   // null in remote mode. Slow on CPU-emulated adapters: seconds per variant.
   async sweepKernels(rounds = 8) {
+    return this.#ask({ type: "sweep", rounds });
+  }
+
+  // One request to the worker whose answer (a message of the same type) carries its result under that type's name.
+  async #ask(message) {
     await this.ready;
     if (!this.link) return null;
-    return new Promise((resolve) => this.#request({ type: "sweep", rounds }, (data) => (resolve(data.sweep), true)));
+    return new Promise((resolve) => this.#request(message, (data) => (resolve(data[message.type]), true)));
   }
 
   // Forget the conversation kept on the device (the next request starts a fresh KV cache).
