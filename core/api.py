@@ -182,7 +182,8 @@ class LLM:
     def sweep_kernels(self, rounds: int = ROUNDS) -> dict[str, dict]:
         """Every kernel variant the tuner chooses among, at this model's shapes, timed `rounds` times with no
         budget (gpu/tune.py's `sweep`): per case its shape, each candidate's microseconds per dispatch, the
-        fastest, and the variant this load runs — how close the tuner's (or the fixed table's) picks are."""
+        fastest, those the measurement cannot tell from it (`ties`), and the variant this load runs — how close
+        the tuner's (or the fixed table's) picks are."""
         result = sweep(self.tune_context, rounds)
         for name, case in result.items():
             times = case["us_per_dispatch"]

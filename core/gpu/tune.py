@@ -50,6 +50,7 @@ TARGET_RUN_S = 0.004  # each timed run lasts about this long (more dispatches fo
 MAX_MACS = 8 << 20  # multiply-adds a measured matmul is cut down to (by rows, at least MIN_ROWS of them)
 MIN_ROWS = 1024
 MAX_DISPATCHES = 32
+PROBE_DISPATCHES = 8  # the run that tells what one dispatch adds to a run's fixed cost
 ATTENTION_POSITIONS = 512  # cached positions the attention cases attend over: a conversation a few turns long
 RTOL, ATOL = 1e-4, 1e-5  # a candidate is correct when |out - reference| <= RTOL * max|reference| + ATOL
 ENV = "LLMCHAT_TUNE"
@@ -259,8 +260,11 @@ def _measure(ctx: TuneContext, case: TuneCase, budget: dict[str, float], report:
 
 def sweep(ctx: TuneContext, rounds: int = ROUNDS) -> dict[str, dict]:
     """Every candidate of every case timed `rounds` times, interleaved, with no budget and no pruning — the full
-    forced sweep the tuner's picks are judged by. Per "family/key": the case's shape and each candidate's best
-    microseconds per dispatch (those this driver does not compile left out), timed as the tuner times them."""
+    forced sweep the tuner's picks are judged by. Per "family/key": the case's shape, each candidate's best
+    microseconds per dispatch (those this driver does not compile left out), timed as the tuner times them, and
+    `ties`: the candidates the measurement cannot tell from the fastest, as their fastest round was no slower
+    than the fastest candidate's slowest (on a noisy emulator, kernels of equal speed differ by 20-30% from run
+    to run)."""
     result = {}
     for case in cases_for(ctx):
         trials, n = [], 0
@@ -270,25 +274,34 @@ def sweep(ctx: TuneContext, rounds: int = ROUNDS) -> dict[str, dict]:
             except ShaderError:
                 continue
             trials.append((repr(choice), program, out, n))
-        best = {name: float("inf") for name, *_ in trials}
+        runs = {name: [] for name, *_ in trials}
         for _ in range(rounds):
             for name, program, out, n in trials:
-                best[name] = min(best[name], _timed(ctx.device, program, out)[1] / n)
-        result[f"{case.family}/{case.key}"] = {"shape": case.shape,
-                                               "us_per_dispatch": {k: round(v * 1e6, 2) for k, v in best.items()}}
+                runs[name].append(_timed(ctx.device, program, out)[1] / n)
+        fastest = min(runs, key=lambda name: min(runs[name]))
+        result[f"{case.family}/{case.key}"] = {
+            "shape": case.shape, "us_per_dispatch": {k: round(min(v) * 1e6, 2) for k, v in runs.items()},
+            "ties": sorted(k for k, v in runs.items() if min(v) <= max(runs[fastest]))}
     return result
 
 
 def _trial(ctx: TuneContext, case: TuneCase, choice, n: int = 0) -> tuple[Program, Buffer, int, int]:
-    """Record one dispatch, run it (compiling it), then record `n` (default: as many as TARGET_RUN_S takes,
-    judged from a second run) and run them once. Every candidate of a case is timed with the first one's `n`, so
-    the fixed cost of a run (submission, readback) weighs on all alike."""
+    """Record one dispatch, run it (compiling it), then record `n` and run them once. Every candidate of a case
+    is timed with the first one's `n`, so the fixed cost of a run (submission, readback) weighs on all alike.
+    By default `n` is as many dispatches as TARGET_RUN_S takes, judged from what a dispatch adds to a run: where
+    a round trip costs more than a small kernel (a browser's GPU process, about 2 ms on SwiftShader) one dispatch
+    a run would time the round trip, and the candidates would differ only by noise."""
     program, out, nbytes = case.trial(choice, 1)
     ctx.device.run(program)
     ctx.device.read(out, 0, 4)
     if not n:
-        once = _timed(ctx.device, program, out)[0]
-        n = max(1, min(MAX_DISPATCHES, int(TARGET_RUN_S / max(once, 1e-6))))
+        once = min(_timed(ctx.device, program, out)[0] for _ in range(2))
+        probe, probe_out, _ = case.trial(choice, PROBE_DISPATCHES)
+        several = min(_timed(ctx.device, probe, probe_out)[0] for _ in range(2))
+        # Noise can make the difference tiny or negative: a dispatch is taken to cost at least an eighth of its
+        # share of the probe run.
+        added = max((several - once) / (PROBE_DISPATCHES - 1), several / (8 * PROBE_DISPATCHES), 1e-7)
+        n = max(1, min(MAX_DISPATCHES, int(TARGET_RUN_S / added)))
     if n > 1:
         program, out, nbytes = case.trial(choice, n)
         ctx.device.run(program)
