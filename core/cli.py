@@ -12,9 +12,12 @@ catalogue name (the last two pulled on first use). Errors from the LLMChatError 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import signal
 import sys
+import threading
 import traceback
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -351,16 +354,40 @@ def chat_command(args: argparse.Namespace) -> int:
         messages.append({"role": "user", "content": line})
         reply = []
         dim = ("\033[2m", "\033[0m") if sys.stdout.isatty() else ("", "")
-        try:
-            for event in llm.chat(messages, max_tokens=args.max_tokens, stop=args.stop, **structure, **sampling):
-                if event.reasoning:  # a reasoning model's thinking: shown dimmed, not kept in the history
-                    print(f"{dim[0]}{event.reasoning}{dim[1]}", end="", flush=True)
-                reply.append(event.text)
-                print(event.text, end="", flush=True)
-        except KeyboardInterrupt:
-            print(" [stopped]", end="")
-        print()
+        with _ctrl_c_stops() as pressed:
+            try:
+                for event in llm.chat(messages, max_tokens=args.max_tokens, stop=args.stop, **structure,
+                                      **sampling):
+                    if event.reasoning:  # a reasoning model's thinking: shown dimmed, not kept in the history
+                        print(f"{dim[0]}{event.reasoning}{dim[1]}", end="", flush=True)
+                    reply.append(event.text)
+                    print(event.text, end="", flush=True)
+                    if pressed.is_set():
+                        break
+            except KeyboardInterrupt:  # pressed twice
+                pass
+        print(" [stopped]" if pressed.is_set() else "")
         messages.append({"role": "assistant", "content": "".join(reply)})
+
+
+@contextlib.contextmanager
+def _ctrl_c_stops():
+    """Within it Ctrl-C sets the flag it yields, for the token loop to stop at the next token, instead of raising
+    KeyboardInterrupt wherever the main thread happens to be: Python prints and drops an exception raised in a
+    finalizer (`__del__`, run as wgpu objects are released every step) or a foreign callback, and the reply
+    would run on. A second Ctrl-C raises at once."""
+    pressed = threading.Event()
+
+    def on_sigint(signum, frame):
+        if pressed.is_set():
+            raise KeyboardInterrupt
+        pressed.set()
+
+    previous = signal.signal(signal.SIGINT, on_sigint)
+    try:
+        yield pressed
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _logits_arguments(parser: argparse.ArgumentParser) -> None:
