@@ -48,6 +48,8 @@ export class GPUBridge {
     this.stats = { kernels: 0, compile_ms: 0, uploads: 0, upload_bytes: 0, upload_ms: 0, programs: 0, replays: 0,
       replay_ms: 0 };
     this.checks = []; // pending error scopes (see #check)
+    this.uploads = Promise.resolve(); // weight uploads and the work queued behind them, in order (see writeFrom)
+    this.uploading = 0; // how many of those have not finished
     this.compiling = 0; // pipelines being compiled right now
     this.compileStart = 0;
     this.onlost = null;
@@ -85,26 +87,50 @@ export class GPUBridge {
   // program `offset`. A decode step therefore reaches JS once, with the read that ends it.
   apply(blob, meta) {
     if (!meta) return;
+    if (this.uploading) return this.#afterUploads(() => this.#apply(blob, meta)); // keep Python's order
+    this.#apply(blob, meta);
+  }
+
+  #apply(blob, meta) {
     for (let i = 0; i < meta.length; i += 4) {
       if (meta[i] === 0) this.#replay(meta[i + 1]);
       else this.queue.writeBuffer(this.buffers[meta[i]], meta[i + 1], blob, meta[i + 2], meta[i + 3]);
     }
   }
 
-  // Copy `length` bytes at `srcOffset` of a model store file into buffer `id` at `offset`, chunk by chunk.
-  async writeFrom(id, offset, store, srcOffset, length) {
+  // Queue a copy of `length` bytes at `srcOffset` of a model store file into buffer `id` at `offset`, chunk by
+  // chunk, and return at once: the weights stream in while Python records the model's programs and their
+  // pipelines compile (both wait on the browser, not on each other). Work applied later waits behind the copies,
+  // so the GPU sees writes and replays in the order Python made them; read() and settled() wait for them all and
+  // report the first failure, after which the queued copies are dropped.
+  writeFrom(id, offset, store, srcOffset, length) {
     this.#alive();
-    const t0 = performance.now();
-    const buffer = this.buffers[id];
-    for (let done = 0; done < length; done += UPLOAD_CHUNK) {
-      const n = Math.min(UPLOAD_CHUNK, length - done);
-      const bytes = await store.read(srcOffset + done, n);
-      this.queue.writeBuffer(buffer, offset + done, bytes, 0, (n + 3) & ~3);
-      store.uploaded(n);
-    }
-    this.stats.uploads++;
-    this.stats.upload_bytes += length;
-    this.stats.upload_ms += performance.now() - t0;
+    this.#afterUploads(async () => {
+      this.#alive();
+      const t0 = performance.now();
+      const buffer = this.buffers[id];
+      for (let done = 0; done < length; done += UPLOAD_CHUNK) {
+        const n = Math.min(UPLOAD_CHUNK, length - done);
+        const bytes = await store.read(srcOffset + done, n);
+        this.queue.writeBuffer(buffer, offset + done, bytes, 0, (n + 3) & ~3);
+        store.uploaded(n);
+      }
+      this.stats.uploads++;
+      this.stats.upload_bytes += length;
+      this.stats.upload_ms += performance.now() - t0;
+    });
+  }
+
+  #afterUploads(task) {
+    this.uploading++;
+    this.uploads = this.uploads.then(task).finally(() => this.uploading--);
+    this.uploads.catch(() => {}); // reported by the next read() or settled(), not as an unhandled rejection
+  }
+
+  // Every queued upload done (the worker's load ends here, so "ready" means the weights are on the GPU).
+  async settled() {
+    await this.uploads;
+    await this.#settle();
   }
 
   // Start compiling WGSL into a pipeline with an explicit layout (binding kinds from the shader text, see
@@ -196,7 +222,7 @@ export class GPUBridge {
   async read(id, offset, size, blob, meta) {
     this.#alive();
     this.apply(blob, meta);
-    await this.#settle(); // an error in the work being read means the bytes would be garbage
+    await this.settled(); // an error in the work being read means the bytes would be garbage
     const staging = this.device.createBuffer({ size, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
     const encoder = this.device.createCommandEncoder();
     encoder.copyBufferToBuffer(this.buffers[id], offset, staging, 0, size);

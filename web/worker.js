@@ -157,6 +157,7 @@ async function load({ model, integrity, context = 2048, profile = null, tune = n
   const tuneFile = runtime.TUNE_FILE;
   const loaded = JSON.parse(await runtime.load.callPromising(store, plan.context, shards.open, tune,
     await readFile(tuneFile)));
+  await bridge.settled(); // the last weights may still be on their way (gpu.js writeFrom)
   at("gpu_load_s");
   if (loaded.tune_json) await writeFile(tuneFile, loaded.tune_json); // measured now: later loads time nothing
   delete loaded.tune_json;

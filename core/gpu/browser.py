@@ -7,7 +7,8 @@ the recorded dispatch list), JS acts. Objects stay on the JS side in tables and 
 - `write` and `run` only queue work in Python; the queue travels with the next call that has to reach JS (a
   `read`, usually), so a decode step crosses into JS once, whatever the model's depth.
 - `write_from` with a browser source moves weights from the browser's model store straight into GPU buffers;
-  the bytes never become Python objects.
+  the bytes never become Python objects. It returns at once: the copies stream in while the programs are
+  recorded and their pipelines compile, and the next `read` waits for them.
 - Pipelines compile in parallel: `kernel` returns at once and `program` waits for the kernels it uses.
 - Asynchronous WebGPU results (pipelines, bind-group validation, buffer mapping) are awaited with `run_sync`,
   which suspends the WebAssembly stack (JSPI) so the core keeps its synchronous shape. Callers must enter Python
@@ -108,8 +109,8 @@ class BrowserDevice(Device):
             return
         if offset + length > buffer.size:
             raise GPUError(f"write of {length} bytes at {offset} overruns buffer '{buffer.label}' ({buffer.size})")
-        self._flush()
-        self._await(lambda: self._bridge.writeFrom(buffer.handle, offset, store, src_offset, length))
+        self._flush()  # what Python queued before goes first
+        self._call(lambda: self._bridge.writeFrom(buffer.handle, offset, store, src_offset, length))
 
     def read(self, buffer: Buffer, offset: int = 0, size: int | None = None) -> bytes:
         size = buffer.size - offset if size is None else size
