@@ -186,8 +186,6 @@ class LLM:
         the tuner's (or the fixed table's) picks are."""
         result = sweep(self.tune_context, rounds)
         for name, case in result.items():
-            times = case["us_per_dispatch"]
-            case["fastest"] = min(times, key=times.get)
             case["running"] = self.tuning.choices[name]["variant"]
         return result
 

@@ -261,8 +261,8 @@ def _measure(ctx: TuneContext, case: TuneCase, budget: dict[str, float], report:
 def sweep(ctx: TuneContext, rounds: int = ROUNDS) -> dict[str, dict]:
     """Every candidate of every case timed `rounds` times, interleaved, with no budget and no pruning — the full
     forced sweep the tuner's picks are judged by. Per "family/key": the case's shape, each candidate's best
-    microseconds per dispatch (those this driver does not compile left out), timed as the tuner times them, and
-    `ties`: the candidates the measurement cannot tell from the fastest, as their fastest round was no slower
+    microseconds per dispatch (those this driver does not compile left out), timed as the tuner times them, the
+    `fastest`, and `ties`: the candidates the measurement cannot tell from the fastest, as their fastest round was no slower
     than the fastest candidate's slowest (on a noisy emulator, kernels of equal speed differ by 20-30% from run
     to run)."""
     result = {}
@@ -281,7 +281,7 @@ def sweep(ctx: TuneContext, rounds: int = ROUNDS) -> dict[str, dict]:
         fastest = min(runs, key=lambda name: min(runs[name]))
         result[f"{case.family}/{case.key}"] = {
             "shape": case.shape, "us_per_dispatch": {k: round(min(v) * 1e6, 2) for k, v in runs.items()},
-            "ties": sorted(k for k, v in runs.items() if min(v) <= max(runs[fastest]))}
+            "fastest": fastest, "ties": sorted(k for k, v in runs.items() if min(v) <= max(runs[fastest]))}
     return result
 
 
@@ -295,9 +295,8 @@ def _trial(ctx: TuneContext, case: TuneCase, choice, n: int = 0) -> tuple[Progra
     ctx.device.run(program)
     ctx.device.read(out, 0, 4)
     if not n:
-        once = min(_timed(ctx.device, program, out)[0] for _ in range(2))
-        probe, probe_out, _ = case.trial(choice, PROBE_DISPATCHES)
-        several = min(_timed(ctx.device, probe, probe_out)[0] for _ in range(2))
+        once = _best_wall(ctx.device, program, out)
+        several = _best_wall(ctx.device, *case.trial(choice, PROBE_DISPATCHES)[:2])
         # Noise can make the difference tiny or negative: a dispatch is taken to cost at least an eighth of its
         # share of the probe run.
         added = max((several - once) / (PROBE_DISPATCHES - 1), several / (8 * PROBE_DISPATCHES), 1e-7)
@@ -307,6 +306,11 @@ def _trial(ctx: TuneContext, case: TuneCase, choice, n: int = 0) -> tuple[Progra
         ctx.device.run(program)
         ctx.device.read(out, 0, 4)
     return program, out, nbytes, n
+
+
+def _best_wall(device: Device, program: Program, out: Buffer) -> float:
+    """The shorter wall time of two runs (the first run of a new recording may still pay for setting it up)."""
+    return min(_timed(device, program, out)[0] for _ in range(2))
 
 
 def _timed(device: Device, program: Program, out: Buffer) -> tuple[float, float]:
