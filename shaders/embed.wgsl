@@ -22,7 +22,8 @@ struct Step {
 @group(0) @binding(2) var<storage, read> w: array<u32>;
 @group(0) @binding(3) var<storage, read> tokens: array<vec4<u32>>;  // (id, position, sequence, 0) per token
 @group(0) @binding(4) var<storage, read_write> y: array<vec4<f32>>;
-@group(0) @binding(5) var<storage, read> wq: array<vec4<u32>>;  // W again, as vec4s (read by the split layout)
+// Binding 5: W again, as vec4s or as a texture, for the split layout (weights_<WEIGHTS>.wgsl, QUADS = 5).
+//!include weights_{{WEIGHTS}}.wgsl
 
 var<private> wv: array<vec4<f32>, 8>;
 

@@ -59,7 +59,8 @@ struct Step {
 @group(0) @binding(4) var<storage, read_write> y: array<f32>;
 @group(0) @binding(5) var<storage, read> bias: array<f32>;
 @group(0) @binding(6) var<storage, read> norm: array<vec4<f32>>;  // NORM: the RMSNorm weight g, k elements
-@group(0) @binding(7) var<storage, read> wq: array<vec4<u32>>;  // W again, as vec4s (read by the split layout)
+// Binding 7: W again, as vec4s or as a texture, for the split layout (weights_<WEIGHTS>.wgsl, QUADS = 7).
+//!include weights_{{WEIGHTS}}.wgsl
 
 const R: u32 = {{R}}u;    // rows per invocation: 1, 2, 4 or 8
 const TT: u32 = {{TT}}u;  // tokens per invocation: 1, 4 or 8

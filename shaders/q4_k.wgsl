@@ -43,11 +43,11 @@ fn split_side(b: u32, sub: u32, j: u32) -> u32 {
     return bitcast<u32>(select(-(dm.y * sm.y), dm.x * sm.x, j == 0u));
 }
 
-// The raw nibbles of the sub-block whose quants are wq[q] and whose side words start at word s into wv; returns
+// The raw nibbles of the sub-block whose quants are split_quad(q) and whose side words start at word s into wv; returns
 // its scale and offset.
 fn dequant_split(q: u32, s: u32) -> vec4<f32> {
-    split_nibbles(wq[q]);
-    let a = bitcast<f32>(w[s]);
-    let c = bitcast<f32>(w[s + 1u]);
+    split_nibbles(split_quad(q));
+    let a = bitcast<f32>(split_word(s));
+    let c = bitcast<f32>(split_word(s + 1u));
     return vec4<f32>(a, a, c, c);
 }

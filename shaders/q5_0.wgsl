@@ -36,10 +36,10 @@ fn split_side(b: u32, sub: u32, j: u32) -> u32 {
     return select(w_u16(b), fifth_bits_by_word(w_u32(b + 2u)), j == 0u);
 }
 
-// The raw 5-bit values of the block whose quants are wq[q] and whose side words start at word s into wv;
+// The raw 5-bit values of the block whose quants are split_quad(q) and whose side words start at word s into wv;
 // returns d, -16 d.
 fn dequant_split(q: u32, s: u32) -> vec4<f32> {
-    split_nibbles5(wq[q], w[s]);
-    let d = unpack2x16float(w[s + 1u]).x;
+    split_nibbles5(split_quad(q), split_word(s));
+    let d = unpack2x16float(split_word(s + 1u)).x;
     return vec4<f32>(d, d, -16.0 * d, -16.0 * d);
 }

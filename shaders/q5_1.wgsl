@@ -37,10 +37,10 @@ fn split_side(b: u32, sub: u32, j: u32) -> u32 {
     return select(w[b >> 2u], fifth_bits_by_word(w[(b >> 2u) + 1u]), j == 0u);
 }
 
-// The raw 5-bit values of the block whose quants are wq[q] and whose side words start at word s into wv;
+// The raw 5-bit values of the block whose quants are split_quad(q) and whose side words start at word s into wv;
 // returns d, m.
 fn dequant_split(q: u32, s: u32) -> vec4<f32> {
-    split_nibbles5(wq[q], w[s]);
-    let dm = unpack2x16float(w[s + 1u]);
+    split_nibbles5(split_quad(q), split_word(s));
+    let dm = unpack2x16float(split_word(s + 1u));
     return vec4<f32>(dm.x, dm.x, dm.y, dm.y);
 }

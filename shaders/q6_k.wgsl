@@ -63,11 +63,11 @@ fn split_side(b: u32, sub: u32, j: u32) -> u32 {
     return bitcast<u32>(w_f16(b + 208u) * f32(scale));
 }
 
-// The values q of the sub-block whose quants are wq[q] and whose side words are the vec4 at word s into wv;
+// The values q of the sub-block whose quants are split_quad(q) and whose side words are the vec4 at word s into wv;
 // returns the scales of its two halves and their offsets, -32 times the scales.
 fn dequant_split(q: u32, s: u32) -> vec4<f32> {
-    let v = wq[q];
-    let side = wq[s >> 2u];
+    let v = split_quad(q);
+    let side = split_quad(s >> 2u);
     let lo = 0x0f0f0f0fu;
     let m = 0x30303030u;
     wv[0] = bytes4((v.x & lo) | ((side.x << 4u) & m));

@@ -1,10 +1,10 @@
 // Q8_0 (q8_0.wgsl) for int8 dot products (matmul_dot_i8.wgsl): the quants are signed bytes already, so a block's
 // quant words go to wi as they are; scales (d, d, 0, 0).
 
-// Split layout: the quants are wq[q], wq[q + 1], d the low half of w[s].
+// Split layout: the quants are split_quad(q), split_quad(q + 1), d the low half of split_word(s).
 fn int8_split(q: u32, s: u32) -> vec4<f32> {
-    let a = wq[q];
-    let b = wq[q + 1u];
+    let a = split_quad(q);
+    let b = split_quad(q + 1u);
     wi[0] = a.x;
     wi[1] = a.y;
     wi[2] = a.z;
@@ -13,7 +13,7 @@ fn int8_split(q: u32, s: u32) -> vec4<f32> {
     wi[5] = b.y;
     wi[6] = b.z;
     wi[7] = b.w;
-    let d = unpack2x16float(w[s]).x;
+    let d = unpack2x16float(split_word(s)).x;
     return vec4<f32>(d, d, 0.0, 0.0);
 }
 

@@ -19,8 +19,9 @@ struct Params {
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> w: array<u32>;
 @group(0) @binding(2) var<storage, read_write> out: array<u32>;
-// The type's decoders, included with its repack functions, name these; bound (to the source) but never read here.
-@group(0) @binding(3) var<storage, read> wq: array<vec4<u32>>;
+// Binding 3: the type's split decoders, included with its repack functions, read through these; bound (to the
+// source) but never read here (weights_buffer.wgsl, QUADS = 3).
+//!include weights_buffer.wgsl
 var<private> wv: array<vec4<f32>, 8>;
 
 @compute @workgroup_size(64)

@@ -5,10 +5,10 @@
 // Numbering the eight nibble words n = 0..7 (low nibbles of words 0..3, then their high nibbles), nibble word n
 // holds weights 4n..4n+3; higher bits, where a type has them, are side words arranged to match.
 
-// The signed bytes of the two vec4<u32> at wq[q] into wv.
+// The signed bytes of the two vec4<u32> at split_quad(q) into wv.
 fn split_bytes(q: u32) {
-    let a = wq[q];
-    let b = wq[q + 1u];
+    let a = split_quad(q);
+    let b = split_quad(q + 1u);
     wv[0] = sbytes4(a.x);
     wv[1] = sbytes4(a.y);
     wv[2] = sbytes4(a.z);

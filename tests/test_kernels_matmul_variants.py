@@ -10,9 +10,10 @@ its decoder's alignments. The tiles also run in MODE 2 (gated) and with a folded
 kernel accumulates while it loads x.
 
 Every type runs in each layout it has (as stored, and the split layout of tensors.split_weight:
-rewritten on the GPU after upload, quants and scales apart, in tiles of 8 rows) through the tiles CPU emulators
-choose for decode and prefill and the GPU tile, at row lengths of real models; the split layout also runs in the
-embedding lookup and split over several bindings.
+rewritten on the GPU after upload, quants and scales apart, in tiles of 8 rows, read from its buffer or from a
+texture, tensors.texture_weight) through the tiles CPU emulators choose for decode and prefill and the GPU tile, at
+row lengths of real models; the split layout also runs in the embedding lookup and split over several bindings,
+whose textures end in part-filled rows.
 """
 from __future__ import annotations
 
@@ -24,7 +25,8 @@ from gpu_util import (  # noqa: F401 (gpu, rng and split_gpu are fixtures)
 
 from llmchat.ggml_types import BLOCK_LAYOUT, GGMLType
 from llmchat.gpu import ops
-from llmchat.gpu.tensors import SPLIT_TILE, SPLIT_TYPES, split_row_bytes, split_weight
+from llmchat.gpu.device import Texture, texture_bytes
+from llmchat.gpu.tensors import SPLIT_TILE, SPLIT_TYPES, split_row_bytes, split_weight, texture_weight
 from llmchat.gpu.variants import MatmulTile, subgroup_size, variants
 
 pytestmark = pytest.mark.gpu
@@ -45,12 +47,24 @@ def usable(gpu: Gpu, tile: MatmulTile) -> None:
         pytest.skip("shared loads of x need subgroups of at least 8 lanes")
 
 
-def split(gpu: Gpu, qtype: GGMLType, raw: np.ndarray):
-    return split_weight(gpu.device, gpu.kernels, gpu.weight("w", qtype, raw))
+def split(gpu: Gpu, qtype: GGMLType, raw: np.ndarray, store: str = "buffer"):
+    """`raw` in the split layout, read from its buffers or (`store` "texture") from textures."""
+    w = split_weight(gpu.device, gpu.kernels, gpu.weight("w", qtype, raw))
+    if store == "buffer":
+        return w
+    if not gpu.device.textures:
+        pytest.skip(f"{gpu.device.info.name}: this device does not hold weights in textures")
+    t = texture_weight(gpu.device, w)
+    assert t.store == "texture" and all(isinstance(p.buffer, Texture) for p in t.parts)
+    assert [p.buffer.size for p in t.parts] == [texture_bytes(p.buffer.size) for p in w.parts]
+    return t
 
 
 def upload(gpu: Gpu, qtype: GGMLType, raw: np.ndarray, layout: str):
-    return split(gpu, qtype, raw) if layout == "split" else gpu.weight("w", qtype, raw)
+    """`raw` as stored ("gguf"), or in the split layout read from buffers ("split") or textures ("texture")."""
+    if layout == "gguf":
+        return gpu.weight("w", qtype, raw)
+    return split(gpu, qtype, raw, "texture" if layout == "texture" else "buffer")
 
 
 def silu(v: np.ndarray) -> np.ndarray:
@@ -63,7 +77,8 @@ def activations(rng: np.random.Generator, rows: int, cols: int, scale: float = 1
 
 
 def layouts(qtypes) -> list[tuple[GGMLType, str]]:
-    return [(q, "gguf") for q in qtypes] + [(q, "split") for q in qtypes if q in SPLIT_TYPES]
+    return [(q, "gguf") for q in qtypes] + [(q, store) for store in ("split", "texture") for q in qtypes
+                                            if q in SPLIT_TYPES]
 
 
 # Every tile with Q4_1 and Q8_0 (the decoders written for speed) in both layouts, and a K-quant as stored.
@@ -117,21 +132,22 @@ def split_k(qtype: GGMLType) -> int:
     return 256 if BLOCK_LAYOUT[qtype][0] == 256 else 160
 
 
+@pytest.mark.parametrize("store", ["buffer", "texture"])
 @pytest.mark.parametrize("tile", [TILES[0], TILES[1], TILES[4]], ids=tile_id)
 @pytest.mark.parametrize("qtype", list(SPLIT_TYPES), ids=case_id)
-def test_split_layout_in_parts_matches_reference(split_gpu: Gpu, rng, tile: MatmulTile, qtype: GGMLType):
+def test_split_layout_in_parts_matches_reference(split_gpu: Gpu, rng, tile: MatmulTile, qtype: GGMLType,
+                                                 store: str):
     """The split layout through decode, prefill and GPU tiles, on a device whose bindings hold a few rows each:
     whole 8-row tiles per binding where one fits, shorter tiles where not."""
     usable(split_gpu, tile)
     rows, k, n_tokens = 27, split_k(qtype), 9 if tile.tokens > 1 else 1
     raw, w = random_weight(rng, qtype, rows, k)
-    weight = split(split_gpu, qtype, raw)
+    weight = split(split_gpu, qtype, raw, store)
     assert weight.layout == "split" and len(weight.parts) > 1
     assert weight.row_bytes == split_row_bytes(qtype, k) and weight.row_bytes % 16 == 0
     per_part = max(p.rows for p in weight.parts)
     assert per_part * weight.row_bytes <= SPLIT_BINDING
     assert per_part % SPLIT_TILE == 0 or per_part < SPLIT_TILE
-    assert all(p.buffer.size <= SPLIT_BINDING for p in weight.parts)
     x = activations(rng, n_tokens, k)
     rec = split_gpu.recorder(n_tokens)
     y = split_gpu.poisoned(rec, "y", n_tokens, rows)
@@ -140,14 +156,15 @@ def test_split_layout_in_parts_matches_reference(split_gpu: Gpu, rng, tile: Matm
     assert_close(split_gpu.read(y), x @ w.T, what=f"split {tile_id(tile)} {qtype.name}")
 
 
+@pytest.mark.parametrize("store", ["buffer", "texture"])
 @pytest.mark.parametrize("qtype", list(SPLIT_TYPES), ids=case_id)
-def test_split_layout_embedding(split_gpu: Gpu, rng, qtype: GGMLType):
+def test_split_layout_embedding(split_gpu: Gpu, rng, qtype: GGMLType, store: str):
     """A table in the split layout (a tied output projection) still serves embedding lookups, scale included, when
     split over several bindings (as Gemma 3's table of 262144 rows is on 128 MiB bindings): the first and last
     row of the table and of its short last tile."""
     rows, k = 43, split_k(qtype)
     raw, w = random_weight(rng, qtype, rows, k)
-    weight = split(split_gpu, qtype, raw)
+    weight = split(split_gpu, qtype, raw, store)
     assert len(weight.parts) > 1
     ids = [42, 0, 17, 5, 17, 40, 39]
     rec = split_gpu.recorder(len(ids))
@@ -158,7 +175,7 @@ def test_split_layout_embedding(split_gpu: Gpu, rng, qtype: GGMLType):
 
 
 GATED = ([(t, GGMLType.Q4_1, "gguf") for t in TILES] + [(t, GGMLType.Q4_1, "split") for t in TILES[1:5:3]]
-         + [(t, q, "split") for t in TILES[1:5:3] for q in (GGMLType.Q5_0, GGMLType.Q6_K)])
+         + [(t, q, store) for t in TILES[1:5:3] for q in (GGMLType.Q5_0, GGMLType.Q6_K) for store in ("split", "texture")])
 
 
 @pytest.mark.parametrize("tile,qtype,layout", GATED, ids=lambda v: tile_id(v) if isinstance(v, MatmulTile) else case_id(v))

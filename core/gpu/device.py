@@ -11,6 +11,8 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 
+from ..errors import GPUError
+
 
 # Names by which CPU emulations of WebGPU describe themselves (web/gpu.js `isSoftwareAdapter` holds the same list
 # for the page, which must decide before Python starts; a test keeps the two equal).
@@ -77,7 +79,26 @@ class View:
     size: int | None = None  # in bytes; None = to the end
 
 
-Binding = Buffer | View
+@dataclass(eq=False)
+class Texture:
+    """A weight's bytes in a 2-D rgba32uint texture of TEXEL_ROW texels a row (shaders/weights_texture.wgsl), made by
+    `Device.texture_from`; `size` is the bytes it holds (whole rows)."""
+
+    size: int
+    label: str
+    handle: object = field(repr=False)
+
+
+TEXEL_ROW = 4096  # texels (16 bytes each) per row of a weight texture: rows of 64 KiB
+
+
+def texture_bytes(n: int) -> int:
+    """Bytes of the texture that holds `n` bytes: whole rows."""
+    row = TEXEL_ROW * 16
+    return -(-n // row) * row
+
+
+Binding = Buffer | View | Texture
 
 
 @dataclass(eq=False)
@@ -127,6 +148,7 @@ class Device(ABC):
     """A WebGPU device. Errors surface as the `GPUError` family from `llmchat.errors`."""
 
     info: AdapterInfo
+    textures = False  # whether `texture_from` is implemented
 
     @abstractmethod
     def buffer(self, size: int, label: str, *, uniform: bool = False, readable: bool = False) -> Buffer:
@@ -146,6 +168,11 @@ class Device(ABC):
         for done in range(0, length, chunk):
             n = min(chunk, length - done)
             self.write(buffer, source.read(src_offset + done, n), offset + done)
+
+    def texture_from(self, buffer: Buffer) -> Texture:
+        """A texture holding `buffer`'s bytes (a multiple of 16), copied on the GPU; the buffer can be dropped after.
+        Only devices whose `textures` is true offer it (variants.py reads weights from textures where they pay)."""
+        raise GPUError(f"{self.info.name}: this device does not hold weights in textures")
 
     @abstractmethod
     def kernel(self, name: str, source: str, constants: dict[str, float | int] | None = None) -> Kernel:

@@ -5,7 +5,8 @@ import os
 from dataclasses import replace
 
 from ..errors import DeviceLostError, GPUError, NoAdapterError, ShaderError
-from .device import AdapterInfo, Buffer, Device, Dispatch, Kernel, Program, View, is_software_adapter
+from .device import (TEXEL_ROW, AdapterInfo, Buffer, Device, Dispatch, Kernel, Program, Texture, View,
+                     is_software_adapter, texture_bytes)
 from .kernels import binding_kinds
 from .profiles import Profile, get_profile
 
@@ -117,11 +118,36 @@ class NativeDevice(Device):
         size = buffer.size - offset if size is None else size
         return bytes(self._guard(lambda: self._queue.read_buffer(buffer.handle, offset, _round4(size))))[:size]
 
+    textures = True
+
+    def texture_from(self, buffer: Buffer) -> Texture:
+        T = self._wgpu.TextureUsage
+        row = TEXEL_ROW * 16
+        rows, rest = divmod(buffer.size, row)
+        if buffer.size % 16:
+            raise GPUError(f"buffer '{buffer.label}' ({buffer.size} bytes) does not fill whole texels")
+
+        def make():
+            texture = self._device.create_texture(size=(TEXEL_ROW, rows + (rest > 0), 1), format="rgba32uint",
+                                                  usage=T.TEXTURE_BINDING | T.COPY_DST, label=buffer.label)
+            encoder = self._device.create_command_encoder()
+            # Whole rows in one copy, the last part-row in another (a copy's rows must all be full).
+            for first, n, width in ((0, rows, TEXEL_ROW), (rows, 1 if rest else 0, rest // 16)):
+                if n:
+                    encoder.copy_buffer_to_texture(
+                        {"buffer": buffer.handle, "offset": first * row, "bytes_per_row": row, "rows_per_image": n},
+                        {"texture": texture, "origin": (0, first, 0)}, (width, n, 1))
+            self._queue.submit([encoder.finish()])
+            return texture, texture.create_view()
+
+        return Texture(size=texture_bytes(buffer.size), label=buffer.label, handle=self._guard(make))
+
     # -- kernels and programs --------------------------------------------------------------------------------------
     def kernel(self, name: str, source: str, constants: dict | None = None) -> Kernel:
         wgpu = self._wgpu
         try:
-            entries = [{"binding": i, "visibility": wgpu.ShaderStage.COMPUTE, "buffer": {"type": kind}}
+            entries = [{"binding": i, "visibility": wgpu.ShaderStage.COMPUTE,
+                        **({"texture": {"sample_type": "uint"}} if kind == "texture" else {"buffer": {"type": kind}})}
                        for i, kind in enumerate(binding_kinds(source))]
             group = self._device.create_bind_group_layout(entries=entries, label=name)
             layout = self._device.create_pipeline_layout(bind_group_layouts=[group], label=name)
@@ -140,6 +166,9 @@ class NativeDevice(Device):
             pipeline, layout = d.kernel.handle
             entries = []
             for i, b in enumerate(d.bindings):
+                if isinstance(b, Texture):
+                    entries.append({"binding": i, "resource": b.handle[1]})
+                    continue
                 v = b if isinstance(b, View) else View(b)
                 size = v.buffer.size - v.offset if v.size is None else v.size
                 entries.append({"binding": i, "resource": {"buffer": v.buffer.handle, "offset": v.offset, "size": size}})

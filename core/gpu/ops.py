@@ -46,7 +46,8 @@ def matmul(rec: Recorder, w: Weight, x: Act, y: Act, *, y_offset: int = 0, mode:
                          f"weights, not {w.type.name}")
     if t.workgroup_bytes(2 if mode == GLU else 1) > variants.WORKGROUP_BYTES:
         raise ValueError(f"'{w.name}': {t} needs more than {variants.WORKGROUP_BYTES} bytes of workgroup memory")
-    kernel = rec.kernels.get("matmul.wgsl", QUANT=w.shader, LAYOUT=w.layout, **t.values(), MODE=mode,
+    kernel = rec.kernels.get("matmul.wgsl", QUANT=w.shader, LAYOUT=w.layout, WEIGHTS=w.store, QUADS=7,
+                             **t.values(), MODE=mode,
                              BIAS=_wgsl_bool(bias is not None),
                              NORM=_wgsl_bool(norm is not None), ACT=ACTIVATIONS[act],
                              XQ8=_wgsl_bool(rec.q8_activations and w.type in QUANTIZED))
@@ -54,8 +55,8 @@ def matmul(rec: Recorder, w: Weight, x: Act, y: Act, *, y_offset: int = 0, mode:
         n_out = glu_rows if mode == GLU else part.rows
         params = rec.params(w.name, "8IfI", w.k, n_out, w.row_bytes, x.cols, y.cols, y_offset + part.row_start,
                             glu_rows, bias_offset + part.row_start, eps, part.rows)
-        rec.add(kernel, (params, rows_from or rec.step, part.buffer, x.buffer, y.buffer, bias or rec.empty(),
-                         norm or rec.empty(), part.buffer), t.grid(n_out, x.rows),
+        rec.add(kernel, (params, rows_from or rec.step, w.words(part, rec.empty()), x.buffer, y.buffer,
+                         bias or rec.empty(), norm or rec.empty(), part.buffer), t.grid(n_out, x.rows),
                 _matmul_traffic(w, part.rows, x, n_out, mode, bias is not None, norm is not None))
 
 
@@ -73,13 +74,13 @@ def _wgsl_bool(v: bool) -> str:
 
 def embed(rec: Recorder, w: Weight, tokens, y: Act, scale: float = 1.0) -> None:
     """y[t] = W[id of token t] * scale; each part of a split table fills the tokens whose rows it holds."""
-    kernel = rec.kernels.get("embed.wgsl", QUANT=w.shader, LAYOUT=w.layout)
+    kernel = rec.kernels.get("embed.wgsl", QUANT=w.shader, LAYOUT=w.layout, WEIGHTS=w.store, QUADS=5)
     for part in w.parts:
         params = rec.params(w.name, "4If", w.k, w.row_bytes, part.row_start, part.rows, scale)
         # Each token's row lies in one part: a part is charged its expected share of the rows, tokens spread over
         # the table.
         share = part.rows / w.rows
-        rec.add(kernel, (params, rec.step, part.buffer, tokens, y.buffer, part.buffer),
+        rec.add(kernel, (params, rec.step, w.words(part, rec.empty()), tokens, y.buffer, part.buffer),
                 (cdiv(w.k // 32, 64), y.rows, 1),
                 Traffic(weights=round(y.rows * w.row_bytes * share), reads=y.rows * 16,
                         writes=round(y.rows * w.k * F32 * share)))

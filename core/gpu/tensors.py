@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from ..errors import ModelTooLargeError, UnsupportedModelError
 from ..ggml_types import BLOCK_LAYOUT, GGMLType
-from .device import Buffer, Device, Dispatch
+from .device import Buffer, Device, Dispatch, Texture
 from .recorder import cdiv
 
 # Types with a WGSL decoder in shaders/<name>.wgsl
@@ -20,7 +20,7 @@ GPU_TYPES = {
 
 @dataclass
 class WeightPart:
-    buffer: Buffer
+    buffer: Buffer | Texture  # a texture only in the split layout (`texture_weight`)
     row_start: int  # first row of the weight held by this buffer
     rows: int
 
@@ -68,6 +68,17 @@ class Weight:
     @property
     def shader(self) -> str:
         return GPU_TYPES[self.type]
+
+    @property
+    def store(self) -> str:
+        """Where kernels read the split layout's words from: "texture" (`texture_weight`) or "buffer"; the
+        template value WEIGHTS of the kernels that read weights."""
+        return "texture" if self.parts and isinstance(self.parts[0].buffer, Texture) else "buffer"
+
+    def words(self, part: WeightPart, empty: Buffer) -> Buffer:
+        """What a kernel binds as `w`, the part's bytes as u32 words: its buffer, or `empty` when a texture holds
+        them (only the split layout's accessors read it then, from the texture)."""
+        return empty if isinstance(part.buffer, Texture) else part.buffer
 
     @property
     def nbytes(self) -> int:
@@ -145,7 +156,7 @@ def split_weight(device: Device, kernels, w: Weight) -> Weight:
     if dst_row_bytes > device.info.max_binding_size:
         raise ModelTooLargeError(f"one row of '{w.name}' ({dst_row_bytes} bytes) exceeds the adapter's binding "
                                  f"limit ({device.info.max_binding_size} bytes)")
-    kernel = kernels.get("repack_split.wgsl", QUANT=w.shader)
+    kernel = kernels.get("repack_split.wgsl", QUANT=w.shader, QUADS=3)
     fit = device.info.max_binding_size // dst_row_bytes
     out = Weight(w.name, w.type, w.k, w.rows, [], layout="split")
     dispatches = []
@@ -163,3 +174,13 @@ def split_weight(device: Device, kernels, w: Weight) -> Weight:
             dispatches.append(Dispatch(kernel, (params, src.buffer, buf, src.buffer), grid))
     device.run(device.program(dispatches))
     return out
+
+
+def texture_weight(device: Device, w: Weight) -> Weight:
+    """`w` (split layout) with each part's bytes copied into a texture (shaders/weights_texture.wgsl), which CPU
+    emulators read several times faster than a storage buffer (variants.py `weight_textures`); `w`'s buffers can be
+    dropped."""
+    if w.layout != "split":
+        raise ValueError(f"'{w.name}': only the split layout is read from textures")
+    return Weight(w.name, w.type, w.k, w.rows, [WeightPart(device.texture_from(p.buffer), p.row_start, p.rows)
+                                                for p in w.parts], w.layout)

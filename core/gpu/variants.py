@@ -24,12 +24,13 @@ Variants.tuned and are read with Variants.choice(family, key, default).
 """
 from __future__ import annotations
 
+import os
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from ..ggml_types import GGMLType
-from .device import Device, Dispatch
+from .device import TEXEL_ROW, Device, Dispatch
 from .kernels import Kernels
 
 ATTN_PARALLEL = 1024  # (token, head, range) invocations attention aims for on GPUs before it stops cutting ranges
@@ -139,6 +140,7 @@ class Variants:
     # round x to 8 bits, so their numbers differ); the tuner times them where activations are rounded anyway
     # (q8_activations), and a load may force them (tune.force_int8).
     int8_dot: bool = False
+    textures: bool = False  # the device can hold weights in textures (Device.texture_from; see weight_textures)
     # Choices the tuner (tune.py) measured on this adapter, by (family, key) such as ("matvec", "Q4_1"); they
     # replace the fixed table below for that family and key. Empty when tuning is off.
     tuned: dict = field(default_factory=dict, compare=False, hash=False)
@@ -248,6 +250,15 @@ class Variants:
         return self.software
 
     @property
+    def weight_textures(self) -> bool:
+        """Whether split-layout weights are then copied into textures and read from there
+        (shaders/weights_texture.wgsl): on CPU emulators whose device offers it, unless $LLMCHAT_WEIGHT_TEXTURES
+        is "0". lavapipe turns each storage-buffer load into a scalar loop over the SIMD lanes but fetches texels as
+        vector gathers: streaming 128 MiB ran at 0.73 GB/s from a buffer and 5.2 GB/s from a texture, and the
+        131072 x 640 Q8_0 decode matvec went from 148 to 48 ms."""
+        return self.split_weights and self.textures and os.environ.get(TEXTURES_ENV, "1") != "0"
+
+    @property
     def fold_norms(self) -> bool:
         """Whether RMSNorm folds into the next projection (its sum of squares is accumulated from the blocks of x
         the matmul loads anyway). Always, now that CPU emulators reuse each load of x across many rows: there it
@@ -287,6 +298,8 @@ def register_tunable(family: str, cases: Callable[[object], list[TuneCase]]) -> 
 
 
 _cache: weakref.WeakKeyDictionary[Device, Variants] = weakref.WeakKeyDictionary()
+TEXTURES_ENV = "LLMCHAT_WEIGHT_TEXTURES"
+MAX_TEXTURE_ROWS = 8192  # WebGPU's default maxTextureDimension2D, which every device has
 
 
 def variants(device: Device) -> Variants:
@@ -295,8 +308,10 @@ def variants(device: Device) -> Variants:
     if v is None:
         info = device.info
         width = subgroup_size(device)
+        # A binding's worth of weights must fit one texture.
+        textures = device.textures and info.max_binding_size <= MAX_TEXTURE_ROWS * TEXEL_ROW * 16
         v = _cache[device] = Variants(software=info.software, shared_loads=info.software and width >= 8,
-                                      subgroup_width=width, int8_dot=info.dot4i8)
+                                      subgroup_width=width, int8_dot=info.dot4i8, textures=textures)
     return v
 
 

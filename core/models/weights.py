@@ -10,7 +10,8 @@ from ..errors import GGUFError, UnsupportedModelError
 from ..gguf import GGUFFile
 from ..gpu.device import AdapterInfo, Buffer, Device
 from ..gpu.kernels import Kernels
-from ..gpu.tensors import SPLIT_TYPES, Piece, Weight, WeightPart, check_type, plan_parts, split_weight, upload_weight
+from ..gpu.tensors import (SPLIT_TYPES, Piece, Weight, WeightPart, check_type, plan_parts, split_weight,
+                           texture_weight, upload_weight)
 from ..gpu.variants import Variants, variants
 
 
@@ -24,6 +25,7 @@ class WeightLoader:
         self.info = device.info if device is not None else info
         chosen = variants(device) if device is not None else Variants(software=self.info.software, shared_loads=False)
         self.split = chosen.split_weights
+        self.textures = chosen.weight_textures
         self.fold_norms = chosen.fold_norms
         self.kernels = Kernels(device) if device is not None and self.split else None
         self.bytes = 0  # on the GPU, in the layout this adapter gets
@@ -89,6 +91,8 @@ class WeightLoader:
             w = upload_weight(self.device, name, ggml_type, k, pieces)
             if split:
                 w = split_weight(self.device, self.kernels, w)
+                if self.textures:
+                    w = texture_weight(self.device, w)
         self.bytes += w.nbytes
         self.file_bytes += sum(i.nbytes * sum(n for _, n in r) // i.shape[1] for r, i in zip(ranges, infos))
         self.weights[name] = w
