@@ -20,6 +20,7 @@ import sys
 import threading
 import traceback
 import warnings
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -456,7 +457,10 @@ def bench_command(args: argparse.Namespace) -> int:
               "generated": best.usage["completion_tokens"], **timings,
               "dispatches_per_token": llm.engine.dispatches_per_step(
                   context=best.usage["prompt_tokens"] + best.usage["completion_tokens"]),
-              "weight_bytes_per_token": llm.model.weight_bytes, "adapter": llm.device.info.as_dict(),
+              "weight_bytes_per_token": llm.model.weight_bytes,
+              # How many weights kernels read from buffers and how many from textures (variants.weight_textures).
+              "weights_read_from": dict(Counter(w.store for w in llm.tune_context.weights.values())),
+              "adapter": llm.device.info.as_dict(),
               "kernels": llm.tuning.summary()}
     if args.roofline:
         from . import roofline

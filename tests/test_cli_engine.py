@@ -65,6 +65,20 @@ def test_bench_json(model):
     assert out["decode_tok_s"] > 0 and out["prefill_tok_s"] > 0 and out["dispatches_per_token"] > 0
 
 
+def test_weights_from_textures_or_buffers_give_the_same_tokens(model):
+    """CPU emulators read split-layout weights from textures (variants.weight_textures); bench's JSON says where
+    the weights were read from, LLMCHAT_WEIGHT_TEXTURES=0 keeps them in buffers, and both give the same tokens."""
+    bench = json.loads(ok(llmchat("bench", model, "-n", "2", "--repeat", "1", "--json")))
+    adapter = bench["adapter"]
+    textures = adapter["software"] and adapter["backend"].startswith("wgpu-native")
+    assert set(bench["weights_read_from"]) == ({"texture"} if textures else {"buffer"}), bench["weights_read_from"]
+    off = {"LLMCHAT_WEIGHT_TEXTURES": "0"}
+    assert set(json.loads(ok(llmchat("bench", model, "-n", "2", "--repeat", "1", "--json", env=off)))
+               ["weights_read_from"]) == {"buffer"}
+    run = ("run", model, "-p", "List three fruits:", "-n", "24", "--json")
+    assert json.loads(ok(llmchat(*run)))["ids"] == json.loads(ok(llmchat(*run, env=off)))["ids"]
+
+
 def test_chat_answers_and_ctrl_c_stops_a_reply(model):
     proc = subprocess.Popen([sys.executable, "-m", "llmchat", "chat", model, "-n", "400"], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ))
