@@ -3,8 +3,8 @@
 // computes a tile of R outputs for TT tokens: each 32-element block of x is read once for R rows and each block of
 // W decoded once for TT tokens.
 // Tiles are chosen per adapter (llmchat/gpu/variants.py): R = 1 on GPUs, where many invocations hide memory
-// latency; R = 8 for decode on CPU emulators, where every storage load is a scalar loop over the SIMD lanes and
-// reusing x across rows is what pays. TT = 1 for decode, 4 or 8 for prefill.
+// latency; R = 8 on CPU emulators (16 where weights are read from textures), where every storage load is a scalar
+// loop over the SIMD lanes and reusing x across rows is what pays. TT = 1 for decode, 4 or 8 for prefill.
 // MODE 0 stores, MODE 1 adds into y (the residual stream), MODE 2 is the gated unit: W holds the gate rows, then
 // at `glu_rows` the up rows, and y = act(gate . x) * (up . x) (activation.wgsl).
 // NORM folds the RMSNorm that precedes a projection into it: W . (x / rms(x) * g) = (W . (x * g)) / rms(x). The
@@ -62,7 +62,7 @@ struct Step {
 // Binding 7: W again, as vec4s or as a texture, for the split layout (weights_<WEIGHTS>.wgsl, QUADS = 7).
 //!include weights_{{WEIGHTS}}.wgsl
 
-const R: u32 = {{R}}u;    // rows per invocation: 1, 2, 4 or 8
+const R: u32 = {{R}}u;    // rows per invocation: 1, 2, 4, 8 or 16 (16 only in the lanes shape)
 const TT: u32 = {{TT}}u;  // tokens per invocation: 1, 4 or 8
 const MODE: u32 = {{MODE}}u;
 const HAS_BIAS: bool = {{BIAS}};
@@ -244,6 +244,16 @@ fn start_rows() {
         start_row(6u);
         start_row(7u);
     }
+    if (R > 8u) {
+        start_row(8u);
+        start_row(9u);
+        start_row(10u);
+        start_row(11u);
+        start_row(12u);
+        start_row(13u);
+        start_row(14u);
+        start_row(15u);
+    }
 }
 
 // Block i of x for the tile's tokens, times block i of each row of the tile.
@@ -266,6 +276,16 @@ fn tile_block(i: u32) {
         row_block(6u, i);
         row_block(7u, i);
     }
+    if (R > 8u) {
+        row_block(8u, i);
+        row_block(9u, i);
+        row_block(10u, i);
+        row_block(11u, i);
+        row_block(12u, i);
+        row_block(13u, i);
+        row_block(14u, i);
+        row_block(15u, i);
+    }
 }
 
 fn store_rows() {
@@ -282,6 +302,16 @@ fn store_rows() {
         store_row(5u);
         store_row(6u);
         store_row(7u);
+    }
+    if (R > 8u) {
+        store_row(8u);
+        store_row(9u);
+        store_row(10u);
+        store_row(11u);
+        store_row(12u);
+        store_row(13u);
+        store_row(14u);
+        store_row(15u);
     }
 }
 

@@ -32,6 +32,16 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, lane: Lane) {
             row_block(6u, i);
             row_block(7u, i);
         }
+        if (R > 8u) {
+            row_block(8u, i);
+            row_block(9u, i);
+            row_block(10u, i);
+            row_block(11u, i);
+            row_block(12u, i);
+            row_block(13u, i);
+            row_block(14u, i);
+            row_block(15u, i);
+        }
     }
     store_rows();
 }

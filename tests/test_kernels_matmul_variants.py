@@ -31,11 +31,11 @@ from llmchat.gpu.variants import MatmulTile, subgroup_size, variants
 
 pytestmark = pytest.mark.gpu
 
-# What CPU emulators choose (8 rows for decode, 8 x 4 or 8 x 8 for prefill, shared or plain loads), the GPU
-# decode tile, and smaller tiles with larger workgroups.
+# What CPU emulators choose (8 rows for decode, 8 x 4 or 8 x 8 for prefill, shared or plain loads; 16 rows with
+# weights in textures), the GPU decode tile, and smaller tiles with larger workgroups.
 TILES = [MatmulTile(*t) for t in [(1, 1, 64, "plain"), (8, 1, 8, "shared"), (8, 1, 8, "plain"), (8, 4, 8, "shared"),
                                   (8, 4, 8, "plain"), (8, 8, 8, "shared"), (8, 8, 8, "plain"), (4, 8, 16, "shared"),
-                                  (2, 4, 16, "plain")]]
+                                  (2, 4, 16, "plain"), (16, 1, 8, "shared"), (16, 4, 8, "shared"), (16, 8, 8, "shared")]]
 
 
 def tile_id(t: MatmulTile) -> str:
@@ -111,10 +111,11 @@ def model_shape(qtype: GGMLType) -> tuple[int, int]:
     return (195, 576) if first else (99, 640)
 
 
-@pytest.mark.parametrize("tile", [TILES[1], TILES[4], TILES[0]], ids=tile_id)
+@pytest.mark.parametrize("tile", [TILES[1], TILES[4], TILES[0], TILES[9], TILES[10]], ids=tile_id)
 @pytest.mark.parametrize("qtype,layout", layouts(ALL_TYPES), ids=case_id)
 def test_every_type_and_layout_at_model_shapes(gpu: Gpu, rng, qtype: GGMLType, layout: str, tile: MatmulTile):
-    """The decode and prefill tiles of CPU emulators and the GPU tile, for every type in each layout it has."""
+    """The decode and prefill tiles of CPU emulators (8 and 16 rows) and the GPU tile, for every type in each
+    layout it has."""
     usable(gpu, tile)
     rows, k = model_shape(qtype)
     n_tokens = 1 if tile.tokens == 1 else 11
@@ -175,7 +176,8 @@ def test_split_layout_embedding(split_gpu: Gpu, rng, qtype: GGMLType, store: str
 
 
 GATED = ([(t, GGMLType.Q4_1, "gguf") for t in TILES] + [(t, GGMLType.Q4_1, "split") for t in TILES[1:5:3]]
-         + [(t, q, store) for t in TILES[1:5:3] for q in (GGMLType.Q5_0, GGMLType.Q6_K) for store in ("split", "texture")])
+         + [(t, q, store) for t in (TILES[1], TILES[4], TILES[10]) for q in (GGMLType.Q5_0, GGMLType.Q6_K)
+            for store in ("split", "texture")])
 
 
 @pytest.mark.parametrize("tile,qtype,layout", GATED, ids=lambda v: tile_id(v) if isinstance(v, MatmulTile) else case_id(v))

@@ -79,7 +79,8 @@ class MatmulTile:
     dot: str = "f32"  # "f32" or "i8": see shaders/matmul_dot_*.wgsl
 
     def __post_init__(self):
-        if self.shape not in SHAPES or self.rows not in (1, 2, 4, 8) or self.tokens not in (1, 4, 8):
+        if (self.shape not in SHAPES or self.rows not in (1, 2, 4, 8, 16) or self.tokens not in (1, 4, 8)
+                or (self.rows == 16 and self.shape != "lanes")):
             raise ValueError(f"no matmul kernel for {self}")
         if self.shape != "lanes" and (self.xload != "plain" or self.wg & (self.wg - 1) or self.wg < 4):
             raise ValueError(f"{self.shape} tiles load x plainly and have a power-of-two workgroup >= 4: {self}")
@@ -160,7 +161,8 @@ class Variants:
     def default_matmul(self, tokens: int) -> MatmulTile:
         """The fixed per-adapter table. GPUs: the coalesced row-group matvec for decode (subgroupAdd where
         subgroups are, a workgroup-memory tree where not) and the workgroup-memory tiles for prefill. CPU
-        emulators: 8 rows per invocation (the measurements in this module's docstring)."""
+        emulators: 8 rows per invocation, 16 with weights in textures (the measurements in this module's docstring
+        and below)."""
         if not self.software:
             reduce = "subgroup" if self.subgroup_width >= 4 else "workgroup"
             if tokens == 1:
@@ -169,9 +171,12 @@ class Variants:
                 return MatmulTile(rows=2, tokens=4, wg=32, shape="rowgroup", reduce=reduce)
             return MatmulTile(rows=2, tokens=4 if tokens <= 16 else 8, wg=64, shape="tiled", wg_rows=16)
         xload = "shared" if self.shared_loads else "plain"
+        # With weights in textures their loads are cheap and x's dominate: 16 rows share each load of x (lavapipe,
+        # ms, 8 / 16 rows: 65536 x 640 Q8_0 decode 57 / 54, 4096 x 640 Q5_0 over 33 tokens 49 / 37).
+        rows = 16 if self.weight_textures else 8
         if tokens == 1:
-            return MatmulTile(rows=8, tokens=1, wg=8, xload=xload)
-        return MatmulTile(rows=8, tokens=4 if tokens <= 4 else 8, wg=8, xload=xload)
+            return MatmulTile(rows=rows, tokens=1, wg=8, xload=xload)
+        return MatmulTile(rows=rows, tokens=4 if tokens <= 4 else 8, wg=8, xload=xload)
 
     def attention_splits(self, rows: int, n_head: int, max_context: int) -> int:
         """Ranges each token's positions are cut into (attention.wgsl). On CPU emulators a range of 128 positions
