@@ -35,7 +35,8 @@ pytestmark = pytest.mark.gpu
 # weights in textures), the GPU decode tile, and smaller tiles with larger workgroups.
 TILES = [MatmulTile(*t) for t in [(1, 1, 64, "plain"), (8, 1, 8, "shared"), (8, 1, 8, "plain"), (8, 4, 8, "shared"),
                                   (8, 4, 8, "plain"), (8, 8, 8, "shared"), (8, 8, 8, "plain"), (4, 8, 16, "shared"),
-                                  (2, 4, 16, "plain"), (16, 1, 8, "shared"), (16, 4, 8, "shared"), (16, 8, 8, "shared")]]
+                                  (2, 4, 16, "plain"), (16, 1, 8, "shared"), (16, 4, 8, "shared"), (16, 8, 8, "shared"),
+                                  (16, 1, 8, "plain"), (16, 4, 8, "plain"), (16, 8, 8, "plain")]]
 
 
 def tile_id(t: MatmulTile) -> str:

@@ -342,7 +342,8 @@ def matvec_candidates(v: Variants) -> list[MatmulTile]:
     reduces = ["subgroup", "workgroup"] if v.subgroup_width >= 4 else ["workgroup"]
     if v.software:
         xl = "shared" if v.shared_loads else "plain"
-        more = [MatmulTile(8, 1, 8, "plain"), MatmulTile(4, 1, 8, xl), MatmulTile(8, 1, 16, xl),
+        more = [MatmulTile(8, 1, 8, xl), MatmulTile(8, 1, 8, "plain"), MatmulTile(4, 1, 8, xl),
+                MatmulTile(8, 1, 16, xl),
                 MatmulTile(4, 1, 8, shape="rowgroup", reduce=reduces[0]),
                 MatmulTile(8, 1, 8, shape="rowgroup", reduce=reduces[0])]
     else:
