@@ -18,7 +18,8 @@ from ..errors import ShaderError
 from .device import Device, Kernel
 
 _INCLUDE = re.compile(r"^//!include\s+(\S+)\s*$", re.M)
-_BINDING = re.compile(r"@group\(0\)\s*@binding\((\d+)\)\s*var(?:<\s*(uniform|storage\s*,\s*read_write|storage\s*,\s*read|storage)\s*>"
+_BINDING = re.compile(r"@group\(0\)\s*@binding\((\d+)\)\s*var"
+                      r"(?:<\s*(uniform|storage\s*,\s*read_write|storage\s*,\s*read|storage)\s*>"
                       r"|\s+\w+\s*:\s*(texture_2d<u32>))")
 _KEY = re.compile(r"\{\{(\w+)\}\}")
 # WGSL extensions and language features a kernel may use, and the AdapterInfo flag that says the device has them.
@@ -54,8 +55,9 @@ def render(source: str, values: dict[str, object]) -> str:
 
 def binding_kinds(source: str) -> list[str]:
     """The kind of each @group(0) binding a shader declares, in binding order: "uniform", "read-only-storage",
-    "storage" or "texture" (a texture_2d<u32>, shaders/weights_texture.wgsl). Pipelines get explicit layouts built from this, so a binding a variant happens not to use stays in
-    the layout and every variant of a kernel is bound the same way."""
+    "storage" or "texture" (a texture_2d<u32>, shaders/weights_texture.wgsl). Pipelines get explicit layouts built
+    from this, so a binding a variant happens not to use stays in the layout and every variant of a kernel is bound
+    the same way."""
     kinds: dict[int, str] = {}
     for m in _BINDING.finditer(source):
         if m.group(3):
