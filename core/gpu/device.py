@@ -89,13 +89,13 @@ class Texture:
     handle: object = field(repr=False)
 
 
-TEXEL_ROW = 4096  # texels (16 bytes each) per row of a weight texture: rows of 64 KiB
+TEXEL_ROW = 4096  # texels (16 bytes each) per row of a weight texture
+TEXTURE_ROW_BYTES = TEXEL_ROW * 16  # 64 KiB
 
 
 def texture_bytes(n: int) -> int:
     """Bytes of the texture that holds `n` bytes: whole rows."""
-    row = TEXEL_ROW * 16
-    return -(-n // row) * row
+    return -(-n // TEXTURE_ROW_BYTES) * TEXTURE_ROW_BYTES
 
 
 Binding = Buffer | View | Texture

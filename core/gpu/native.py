@@ -5,8 +5,8 @@ import os
 from dataclasses import replace
 
 from ..errors import DeviceLostError, GPUError, NoAdapterError, ShaderError
-from .device import (TEXEL_ROW, AdapterInfo, Buffer, Device, Dispatch, Kernel, Program, Texture, View,
-                     is_software_adapter, texture_bytes)
+from .device import (TEXEL_ROW, TEXTURE_ROW_BYTES, AdapterInfo, Buffer, Device, Dispatch, Kernel, Program, Texture,
+                     View, is_software_adapter, texture_bytes)
 from .kernels import binding_kinds
 from .profiles import Profile, get_profile
 
@@ -122,7 +122,7 @@ class NativeDevice(Device):
 
     def texture_from(self, buffer: Buffer) -> Texture:
         T = self._wgpu.TextureUsage
-        row = TEXEL_ROW * 16
+        row = TEXTURE_ROW_BYTES
         rows, rest = divmod(buffer.size, row)
         if buffer.size % 16:
             raise GPUError(f"buffer '{buffer.label}' ({buffer.size} bytes) does not fill whole texels")

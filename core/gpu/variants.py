@@ -30,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from ..ggml_types import GGMLType
-from .device import TEXEL_ROW, Device, Dispatch
+from .device import TEXTURE_ROW_BYTES, Device, Dispatch
 from .kernels import Kernels
 
 ATTN_PARALLEL = 1024  # (token, head, range) invocations attention aims for on GPUs before it stops cutting ranges
@@ -314,7 +314,7 @@ def variants(device: Device) -> Variants:
         info = device.info
         width = subgroup_size(device)
         # A binding's worth of weights must fit one texture.
-        textures = device.textures and info.max_binding_size <= MAX_TEXTURE_ROWS * TEXEL_ROW * 16
+        textures = device.textures and info.max_binding_size <= MAX_TEXTURE_ROWS * TEXTURE_ROW_BYTES
         v = _cache[device] = Variants(software=info.software, shared_loads=info.software and width >= 8,
                                       subgroup_width=width, int8_dot=info.dot4i8, textures=textures)
     return v
