@@ -5,10 +5,12 @@
 // The token's own k and v were stored by rope_store earlier in the step, so a prefill chunk is causal among itself.
 //
 // Work split (flash-decoding): each token's positions are cut into n_splits contiguous ranges and one invocation
-// handles one (token, head, range) with an online softmax, so a single decode token still spreads over many
-// invocations and no invocation waits at a barrier. Positions are taken one at a time and the accumulator is
-// rescaled only when a new maximum appears (a few times per range); scoring tiles of positions into private
-// arrays first measured 3-6x slower on lavapipe, where such arrays live in memory.
+// handles one (token, QH heads of one kv group, range) with an online softmax, so a single decode token still
+// spreads over several invocations and no invocation waits at a barrier. QH > 1 (the "grouped" kernel) loads each
+// K/V row once for its heads: on CPU emulators, where every storage load is a scalar loop over the SIMD lanes,
+// that is what pays. Positions are taken one at a time and the accumulators are rescaled only when a new maximum
+// appears (a few times per range); scoring tiles of positions into private arrays first measured 3-6x slower on
+// lavapipe, where such arrays live in memory.
 // With n_splits = 1 the result goes straight to `dst` = out; otherwise `dst` receives one partial record per
 // (token, head, range), merged by attention_combine.wgsl:
 //   record r = (t * n_head + h) * n_splits + range, REC = HD4 + 1 vec4s each:
@@ -16,33 +18,105 @@
 //!include attention_io.wgsl
 
 const HD4: u32 = {{HD4}}u;  // head_dim / 4
+const QH: u32 = {{QH}}u;    // query heads per invocation (1 to 4, of one kv group): they share every K/V load
 const WG: u32 = {{WG}}u;
 const MIN_RANGE: u32 = {{MIN_RANGE}}u;  // fewest positions worth a range of their own
 const NEG: f32 = -3.4028234663852886e38;
 
-var<private> q: array<vec4<f32>, HD4>;
-var<private> acc: array<vec4<f32>, HD4>;
+// Head hh of the invocation's at [hh * HD4, (hh + 1) * HD4). Loops over heads are written out under `if (QH > hh)`
+// on a constant: lavapipe counts every loop iteration of an invocation against one limit (about 65,535, then it
+// stops the invocation), so a loop over heads inside the loop over a row would divide the positions a range may
+// walk by QH.
+var<private> q: array<vec4<f32>, QH * HD4>;
+var<private> acc: array<vec4<f32>, QH * HD4>;
 
-fn score(row: u32) -> f32 {
-    var d = vec4<f32>(0.0);
+// The scores of the invocation's heads (component hh: head hh; unused components 0) against cache row `row`.
+fn scores(row: u32) -> vec4<f32> {
+    var d0 = vec4<f32>(0.0);
+    var d1 = vec4<f32>(0.0);
+    var d2 = vec4<f32>(0.0);
+    var d3 = vec4<f32>(0.0);
     for (var i = 0u; i < HD4; i++) {
-        d += q[i] * vec4<f32>(k_cache[row + i]);
+        let k = vec4<f32>(k_cache[row + i]);
+        d0 += q[i] * k;
+        if (QH > 1u) {
+            d1 += q[HD4 + i] * k;
+        }
+        if (QH > 2u) {
+            d2 += q[2u * HD4 + i] * k;
+        }
+        if (QH > 3u) {
+            d3 += q[3u * HD4 + i] * k;
+        }
     }
-    var s = (d.x + d.y + d.z + d.w) * p.scale;
+    let one = vec4<f32>(1.0);
+    var s = vec4<f32>(dot(d0, one), dot(d1, one), dot(d2, one), dot(d3, one)) * p.scale;
     if (p.softcap != 0.0) {
         // tanh saturates long before 15; the clamp keeps exp-based tanh implementations away from inf / inf
-        s = p.softcap * tanh(clamp(s / p.softcap, -15.0, 15.0));
+        s = p.softcap * tanh(clamp(s / p.softcap, vec4<f32>(-15.0), vec4<f32>(15.0)));
     }
     return s;
 }
 
+// Each head's accumulator times its component of `r`.
+fn rescale(r: vec4<f32>) {
+    for (var i = 0u; i < HD4; i++) {
+        acc[i] *= r.x;
+        if (QH > 1u) {
+            acc[HD4 + i] *= r.y;
+        }
+        if (QH > 2u) {
+            acc[2u * HD4 + i] *= r.z;
+        }
+        if (QH > 3u) {
+            acc[3u * HD4 + i] *= r.w;
+        }
+    }
+}
+
+// Each head's accumulator plus its component of `w` times the V row at `row`.
+fn accumulate(w: vec4<f32>, row: u32) {
+    for (var i = 0u; i < HD4; i++) {
+        let v = vec4<f32>(v_cache[row + i]);
+        acc[i] += w.x * v;
+        if (QH > 1u) {
+            acc[HD4 + i] += w.y * v;
+        }
+        if (QH > 2u) {
+            acc[2u * HD4 + i] += w.z * v;
+        }
+        if (QH > 3u) {
+            acc[3u * HD4 + i] += w.w * v;
+        }
+    }
+}
+
+// Head hh's result: the output row, or (n_splits > 1) its partial record.
+fn finish(t: u32, h: u32, split: u32, hh: u32, m: f32, l: f32) {
+    let a = hh * HD4;
+    if (p.n_splits == 1u) {
+        let inv = select(0.0, 1.0 / l, l > 0.0);
+        let o = (t * p.out_stride) / 4u + h * HD4;
+        for (var i = 0u; i < HD4; i++) {
+            dst[o + i] = acc[a + i] * inv;
+        }
+        return;
+    }
+    let r = ((t * p.n_head + h) * p.n_splits + split) * (HD4 + 1u);
+    dst[r] = vec4<f32>(m, l, 0.0, 0.0);
+    for (var i = 0u; i < HD4; i++) {
+        dst[r + 1u + i] = acc[a + i];
+    }
+}
+
 @compute @workgroup_size(WG)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    // Head varies fastest: neighbouring invocations of one kv group read the same cache rows.
+    // Heads vary fastest: neighbouring invocations of one kv group read the same cache rows.
     let id = gid.x + gid.y * nwg.x * WG;
-    let h = id % p.n_head;
-    let split = (id / p.n_head) % p.n_splits;
-    let t = id / (p.n_head * p.n_splits);
+    let groups = p.n_head / QH;
+    let h0 = (id % groups) * QH;
+    let split = (id / groups) % p.n_splits;
+    let t = id / (groups * p.n_splits);
     if (t >= step.n_tokens) {
         return;
     }
@@ -58,47 +132,41 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     let start = lo + min(split * chunk, len);
     let end = min(start + chunk, pos + 1u);
 
-    let kv_col = (h / (p.n_head / p.n_kv_head)) * HD4;
-    let q0 = (t * p.qkv_stride) / 4u + h * HD4;
-    for (var i = 0u; i < HD4; i++) {
+    let kv_col = (h0 / (p.n_head / p.n_kv_head)) * HD4;
+    let q0 = (t * p.qkv_stride) / 4u + h0 * HD4;
+    for (var i = 0u; i < QH * HD4; i++) {
         q[i] = qkv[q0 + i];
         acc[i] = vec4<f32>(0.0);
     }
-    var m = NEG;
-    var l = 0.0;
+    var m = vec4<f32>(NEG);
+    var l = vec4<f32>(0.0);
     for (var j = start; j < end; j++) {
         let row = kv_row(info.z, j, p.max_blocks);
         if (row == NO_ROW) {
             continue;
         }
         let base = row * p.n_kv_head * HD4 + kv_col;
-        let s = score(base);
-        if (s > m) {
-            let rescale = exp(m - s);
-            l *= rescale;
-            for (var i = 0u; i < HD4; i++) {
-                acc[i] *= rescale;
-            }
-            m = s;
+        let s = scores(base);
+        if (any(s > m)) {  // a new maximum: rescale what was summed under the old one (a few times per range)
+            let m_new = max(m, s);
+            let r = exp(m - m_new);
+            l *= r;
+            rescale(r);
+            m = m_new;
         }
         let w = exp(s - m);
         l += w;
-        for (var i = 0u; i < HD4; i++) {
-            acc[i] += w * vec4<f32>(v_cache[base + i]);
-        }
+        accumulate(w, base);
     }
 
-    if (p.n_splits == 1u) {
-        let inv = select(0.0, 1.0 / l, l > 0.0);
-        let o = (t * p.out_stride) / 4u + h * HD4;
-        for (var i = 0u; i < HD4; i++) {
-            dst[o + i] = acc[i] * inv;
-        }
-        return;
+    finish(t, h0, split, 0u, m.x, l.x);
+    if (QH > 1u) {
+        finish(t, h0 + 1u, split, 1u, m.y, l.y);
     }
-    let r = ((t * p.n_head + h) * p.n_splits + split) * (HD4 + 1u);
-    dst[r] = vec4<f32>(m, l, 0.0, 0.0);
-    for (var i = 0u; i < HD4; i++) {
-        dst[r + 1u + i] = acc[i];
+    if (QH > 2u) {
+        finish(t, h0 + 2u, split, 2u, m.z, l.z);
+    }
+    if (QH > 3u) {
+        finish(t, h0 + 3u, split, 3u, m.w, l.w);
     }
 }

@@ -128,7 +128,8 @@ def test_attention_contexts_and_splits(gpu: Gpu, rng, kernel: str, kv_type: str,
     run_attention(gpu, rng, CONTEXTS + CHUNK, n_head=6, n_kv=2, hd=64, splits=splits, kernel=kernel, kv_type=kv_type)
 
 
-@pytest.mark.parametrize("shape", [(9, 3, 64), (4, 1, 256), (8, 2, 128)], ids=["smollm2", "gemma3", "gqa4-128"])
+@pytest.mark.parametrize("shape", [(9, 3, 64), (4, 1, 256), (8, 2, 128), (16, 2, 64)],
+                         ids=["smollm2", "gemma3", "gqa4-128", "gqa8"])
 def test_attention_real_shapes_windowed(gpu: Gpu, rng, kernel: str, kv_type: str, shape):
     """Real models' head shapes (SmolLM2 9/3x64, Gemma 3 4/1x256) with a window of 37 crossing block edges."""
     n_head, n_kv, hd = shape
@@ -152,11 +153,16 @@ def test_attention_grid_folds_past_65535_workgroups(gpu: Gpu, rng, monkeypatch):
 
 
 def test_attention_kernel_per_adapter():
-    """GPUs run flash attention; CPU emulators keep one invocation per (token, head, range), faster there."""
+    """GPUs run flash attention; CPU emulators one invocation per (token, heads of a kv group, range), faster there."""
     assert Variants(software=False, shared_loads=False).attention_kernel == "flash"
-    assert Variants(software=True, shared_loads=True).attention_kernel == "invocation"
-    assert Variants(software=True, shared_loads=True).attention_candidates() == ["invocation", "flash"]
-    assert Variants(software=False, shared_loads=False).attention_candidates() == ["flash", "invocation"]
+    assert Variants(software=True, shared_loads=True).attention_kernel == "grouped"
+    assert Variants(software=True, shared_loads=True).attention_candidates() == ["grouped", "invocation", "flash"]
+    assert Variants(software=False, shared_loads=False).attention_candidates() == ["flash", "invocation", "grouped"]
+
+
+def test_grouped_heads_divide_the_group():
+    """A grouped invocation holds the largest share of its kv group's heads that divides it, at most four."""
+    assert [ops.grouped_heads(g) for g in (1, 2, 3, 4, 5, 6, 7, 8, 9, 16)] == [1, 2, 3, 4, 1, 3, 1, 4, 3, 4]
 
 
 def test_flash_shape_shares_tiles_within_workgroup_memory():
@@ -188,6 +194,9 @@ def test_attention_splits_follow_the_work():
     assert 8 < decode <= 64 and 2048 // decode >= ATTN_MIN_RANGE
     assert gpu.attention_splits(512, 32, 8192) == 1
     assert gpu.attention_splits(4, 9, ATTN_MIN_RANGE) == 1
+    cpu = Variants(software=True, shared_loads=True)
+    assert cpu.attention_splits(1, 4, 64) == 1 and cpu.attention_splits(1, 1, 64, "grouped") == 2
+    assert cpu.attention_splits(1, 1, 2048, "grouped") == 8 and cpu.attention_splits(33, 1, 64, "grouped") == 1
 
 
 def test_rope_store_then_attention_in_one_program(gpu: Gpu, rng, kernel: str, kv_type: str):

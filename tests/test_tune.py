@@ -77,10 +77,10 @@ def test_pick_matches_a_full_sweep(ctx, first):
 
 
 def test_attention_kernels_are_chosen_by_output_and_speed(gpu: Gpu):
-    """Attention's cases, decode and prefill at a SmolLM2-like head shape: both kernels are candidates (the fixed
-    table's first), flash attention's output matches the invocation kernel's (or the tuner would reject it), and the
-    pick is the one the model's steps then run. On CPU emulators that is the invocation kernel, which is 5-80 times
-    faster there (variants.Variants.attention_kernel)."""
+    """Attention's cases, decode and prefill at a SmolLM2-like head shape: every kernel is a candidate (the fixed
+    table's first), the others' outputs match the first's (or the tuner would reject them), and the pick is the one
+    the model's steps then run. On CPU emulators that is never flash, 5-80 times slower there
+    (variants.Variants.attention_kernel)."""
     v = dataclasses.replace(variants(gpu.device), tuned={})
     ctx = tune.TuneContext(gpu.device, gpu.kernels, v, {}, SimpleNamespace(n_head=9, n_kv_head=3, head_dim=64),
                            prefill_tokens=16)
@@ -93,7 +93,7 @@ def test_attention_kernels_are_chosen_by_output_and_speed(gpu: Gpu):
     for key in ("decode", "prefill"):
         assert repr(v.choice("attention", key, None)) == report.choices[f"attention/{key}"]["variant"]
         if v.software:
-            assert v.choice("attention", key, None) == "invocation", report.timed
+            assert v.choice("attention", key, None) != "flash", report.timed
 
 
 def test_cache_is_written_and_reused(ctx, first, monkeypatch):

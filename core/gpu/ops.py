@@ -295,7 +295,8 @@ def attention(rec: Recorder, qkv: Act, tokens: Binding, k_cache: Buffer, v_cache
         groups = cdiv(qkv.rows, shape.tokens) * (n_head // shape.heads)
         n_splits = splits or v.flash_splits(groups, max_context, shape.tile)
     else:
-        n_splits = splits or v.attention_splits(qkv.rows, n_head, max_context)
+        heads = grouped_heads(n_head // n_kv_head) if kernel == "grouped" else 1
+        n_splits = splits or v.attention_splits(qkv.rows, n_head // heads, max_context, kernel)
     record_bytes = (hd4 + 1) * 16
     n_splits = max(1, min(n_splits, rec.device.info.max_binding_size // (qkv.rows * n_head * record_bytes)))
     params = rec.params("attention", "8I2f", n_head, n_kv_head, qkv.cols, out.cols, max_blocks, window, n_splits, 0,
@@ -315,14 +316,20 @@ def attention(rec: Recorder, qkv: Act, tokens: Binding, k_cache: Buffer, v_cache
                                **kv_values)
         rec.add(walk, bindings, _grid_1d(groups * n_splits, 1), traffic)
     else:
-        walk = rec.kernels.get("attention.wgsl", HD4=hd4, WG=ATTN_WG, MIN_RANGE=variants.ATTN_MIN_RANGE,
+        walk = rec.kernels.get("attention.wgsl", HD4=hd4, QH=heads, WG=ATTN_WG, MIN_RANGE=variants.ATTN_MIN_RANGE,
                                BLOCK_TOKENS=BLOCK_TOKENS, **kv_values)
-        rec.add(walk, bindings, _grid_1d(qkv.rows * n_head * n_splits, ATTN_WG), traffic)
+        rec.add(walk, bindings, _grid_1d(qkv.rows * n_head // heads * n_splits, ATTN_WG), traffic)
     if n_splits > 1:
         combine = rec.kernels.get("attention_combine.wgsl", HD4=hd4)
         params = rec.params("attention_combine", "3I", n_head, out.cols, n_splits)
         rec.add(combine, (params, rec.step, dst, out.buffer), (cdiv(n_head * hd4, 64), qkv.rows, 1),
                 Traffic(reads=partial, writes=out_bytes))
+
+
+def grouped_heads(group: int) -> int:
+    """Query heads one invocation of the grouped attention kernel holds for a kv group of `group` heads: the
+    largest divisor of the group up to variants.GROUPED_HEADS."""
+    return max(h for h in range(1, variants.GROUPED_HEADS + 1) if group % h == 0)
 
 
 def topk_words(k: int) -> int:

@@ -36,9 +36,12 @@ from .kernels import Kernels
 ATTN_PARALLEL = 1024  # (token, head, range) invocations attention aims for on GPUs before it stops cutting ranges
 ATTN_MIN_RANGE = 32  # positions per range below which cutting a context further costs more than it gains
 SOFTWARE_MAX_RANGE = 256  # positions one attention invocation may walk on CPU emulators (see attention_splits)
-# Attention kernels: "invocation" (attention.wgsl, one invocation per (token, head, range)) and "flash"
-# (attention_flash.wgsl, a workgroup per (token tile, kv group, range) sharing coalesced K/V tile loads).
-ATTENTION_KERNELS = ("invocation", "flash")
+# Attention kernels: "invocation" (attention.wgsl, one invocation per (token, head, range)), "grouped" (the same
+# file, one invocation per (token, up to GROUPED_HEADS heads of one kv group, range), loading each K/V row once for
+# them) and "flash" (attention_flash.wgsl, a workgroup per (token tile, kv group, range) sharing coalesced K/V tile
+# loads).
+ATTENTION_KERNELS = ("invocation", "grouped", "flash")
+GROUPED_HEADS = 4  # query heads one grouped invocation may hold (attention.wgsl writes its head loops out to 4)
 FLASH_PARALLEL = 128  # workgroups flash attention aims for on GPUs before it stops cutting ranges
 # Gated delta rule kernels (state_ops.gated_delta): "token" (gated_delta.wgsl, each sequence's tokens one after
 # another) and "chunk" (gated_delta_chunk.wgsl, chunks of tokens as small matrix products: prefill).
@@ -178,12 +181,15 @@ class Variants:
             return MatmulTile(rows=rows, tokens=1, wg=8, xload=xload)
         return MatmulTile(rows=rows, tokens=4 if tokens <= 4 else 8, wg=8, xload=xload)
 
-    def attention_splits(self, rows: int, n_head: int, max_context: int) -> int:
-        """Ranges each token's positions are cut into (attention.wgsl). On CPU emulators a range of 128 positions
-        per invocation, at most 8: there a split only pays once it spreads real work over the cores, and every
-        extra split costs a partial record and the combine pass (which one split skips). Measured on lavapipe,
-        30 layers of SmolLM2 decode attention (ms) by splits 1 / 2 / 8 / 64: at 64 positions 3.6 / 4.0 / 6.6 /
-        11.4, at 256 16.3 / 10.6 / 12.7 / 26.6, at 2000 72 / 64 / 59 / 68.
+    def attention_splits(self, rows: int, n_head: int, max_context: int, kernel: str = "invocation") -> int:
+        """Ranges each token's positions are cut into (attention.wgsl), for `n_head` invocations per token and range
+        (query heads, or groups of them for the grouped kernel). On CPU emulators a range of 128 positions per
+        invocation (32 for the grouped kernel, which has a quarter of the invocations or fewer), at most 8: there a
+        split only pays once it spreads real work over the cores, and every extra split costs a partial record and
+        the combine pass (which one split skips). Measured on lavapipe, 30 layers of SmolLM2 decode attention (ms)
+        by splits 1 / 2 / 8 / 64: at 64 positions 3.6 / 4.0 / 6.6 / 11.4, at 256 16.3 / 10.6 / 12.7 / 26.6, at
+        2000 72 / 64 / 59 / 68; grouped, 26 layers of Gemma 3 (4 heads, one kv head) at 64 / 256 / 512 positions,
+        one range per 128 vs 32 positions: 61.9 / 136.1 / 177.6 vs 44.8 / 79.7 / 136.7.
         Ranges never exceed SOFTWARE_MAX_RANGE positions, prefill included: on lavapipe (Mesa 22.3) invocations
         over 256-wide heads that walk more than about 475 positions end early without writing their output (seen
         with Gemma 3; 128-wide heads were fine up to 2000), so long prefill chunks are cut too."""
@@ -192,19 +198,25 @@ class Variants:
             # never ranges shorter than ATTN_MIN_RANGE positions of the longest context.
             by_work = -(-ATTN_PARALLEL // (rows * n_head))
             return max(1, min(by_work, -(-max_context // ATTN_MIN_RANGE), 64))
-        by_work = min(8, -(-max_context // (128 * rows)))
+        positions = ATTN_MIN_RANGE if kernel == "grouped" else 128
+        by_work = min(8, -(-max_context // (positions * rows)))
         return max(1, by_work, -(-max_context // SOFTWARE_MAX_RANGE))
 
     @property
     def attention_kernel(self) -> str:
         """The attention kernel (ATTENTION_KERNELS). GPUs: flash, whose workgroups load each K/V row once per kv
-        group and tile of tokens, coalesced, and keep scores and tiles in workgroup memory. CPU emulators: one
-        invocation per (token, head, range), which holds q and the accumulator in registers; there workgroup
-        memory loads are scalar loops over the lanes like storage loads, and flash re-reads q and the tile from
-        it for every score. Measured on lavapipe (tools/attention_speed.py, f32 cache, ms for all layers),
-        invocation vs flash: SmolLM2 decode at 64 / 512 / 2000 positions 3.4 / 17 / 59 vs 20 / 530 / 4600,
-        64-token prefill 80 vs 4900; Gemma 3 decode at 2000 positions 300 vs 3300, prefill 1150 vs 4500."""
-        return "invocation" if self.software else "flash"
+        group and tile of tokens, coalesced, and keep scores and tiles in workgroup memory. CPU emulators: grouped,
+        one invocation per (token, heads of a kv group, range), which loads each K/V row once for its heads and
+        keeps no workgroup memory; there every storage or workgroup memory load is a scalar loop over the SIMD
+        lanes, and flash re-reads q and the tile from workgroup memory for every score. Measured on lavapipe
+        (tools/attention_speed.py, ms for all layers), invocation vs flash (f32 cache): SmolLM2 decode at 64 / 512 /
+        2000 positions 3.4 / 17 / 59 vs 20 / 530 / 4600, 64-token prefill 80 vs 4900; Gemma 3 decode at 2000
+        positions 300 vs 3300, prefill 1150 vs 4500. Grouped vs invocation (f16 cache, each with its own ranges):
+        Gemma 3 decode at 64 / 512 / 2000 positions 44.8 / 136.7 / 465.5 vs 51.2 / 335.3 / 1259.0, prefill of 33
+        and 64 tokens 408 / 415 vs 580 / 1018; SmolLM2 decode 19.9 / 117.2 / 404.4 vs 27.0 / 177.3 / 423.5,
+        prefill 201 / 366 vs 332 / 598. (At 16 positions Gemma 3's four heads in one invocation lose, 20.0 vs
+        14.4 ms: too little to split, and the invocation kernel runs its heads on four lanes.)"""
+        return "grouped" if self.software else "flash"
 
     def attention_candidates(self) -> list[str]:
         """The attention kernels a tuner may time on this adapter, the hand-picked one first (each runs with its
