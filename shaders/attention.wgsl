@@ -16,11 +16,13 @@
 //   record r = (t * n_head + h) * n_splits + range, REC = HD4 + 1 vec4s each:
 //   dst[r * REC] = (running max m, sum of exp(score - m), 0, 0), dst[r * REC + 1 + i] = unnormalised output[4i..].
 //!include attention_io.wgsl
+//!include token_order.wgsl
 
 const HD4: u32 = {{HD4}}u;  // head_dim / 4
 const QH: u32 = {{QH}}u;    // query heads per invocation (1 to 4, of one kv group): they share every K/V load
 const WG: u32 = {{WG}}u;
 const MIN_RANGE: u32 = {{MIN_RANGE}}u;  // fewest positions worth a range of their own
+const LANE_TOKENS: u32 = 8u;
 const NEG: f32 = -3.4028234663852886e38;
 
 // Head hh of the invocation's at [hh * HD4, (hh + 1) * HD4). Loops over heads are written out under `if (QH > hh)`
@@ -116,7 +118,10 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     let groups = p.n_head / QH;
     let h0 = (id % groups) * QH;
     let split = (id / groups) % p.n_splits;
-    let t = id / (groups * p.n_splits);
+    // Runs of LANE_TOKENS consecutive tokens stay together, so the lanes a CPU emulator runs as one SIMD batch
+    // walk similar lengths of context.
+    let slot = id / (groups * p.n_splits);
+    let t = step_token(slot / LANE_TOKENS, p.slots / LANE_TOKENS) * LANE_TOKENS + slot % LANE_TOKENS;
     if (t >= step.n_tokens) {
         return;
     }

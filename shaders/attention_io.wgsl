@@ -11,7 +11,7 @@ struct Params {
     max_blocks: u32,  // block-table entries per sequence slot
     window: u32,      // positions a token sees, itself included; 0 = no window
     n_splits: u32,    // ranges each token's positions are cut into
-    _pad: u32,
+    slots: u32,       // token slots of the recorded step (the grid's; the step fills n_tokens of them)
     scale: f32,       // multiplies q . k
     softcap: f32,     // 0 = no soft cap
 }

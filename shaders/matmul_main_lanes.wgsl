@@ -4,9 +4,14 @@
 // takes part in the broadcasts.
 
 @compute @workgroup_size({{WG}})
-fn main(@builtin(global_invocation_id) gid: vec3<u32>, lane: Lane) {
-    r0 = gid.x * R;
-    t0 = gid.y * TT;
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>,
+        @builtin(local_invocation_index) lid: u32, lane: Lane) {
+    // Workgroups are taken with the token tile varying fastest, so every contiguous share of them that a CPU
+    // emulator hands one thread holds the same mix of real and empty tiles (see token_order.wgsl); in grid order a
+    // 33-token step gave one of lavapipe's two threads four of the five real tiles of its 64-token bucket.
+    let order = wid.x + wid.y * groups.x;
+    r0 = ((order / groups.y) * {{WG}}u + lid) * R;
+    t0 = (order % groups.y) * TT;
     lane_id = lane.id;
     if (t0 >= step.n_tokens) {
         return;  // the same for the whole workgroup, so no subgroup loses lanes

@@ -8,6 +8,7 @@
 // With SRC = y the kernel works in place: `x` is never read (a stand-in buffer is bound there).
 // With ADD the result is added into y instead of stored: a norm on a branch's output before it joins the residual
 // stream (Gemma's post-attention and post-feed-forward norms).
+//!include token_order.wgsl
 
 struct Params {
     dim: u32,       // elements per segment (the length of g)
@@ -35,8 +36,9 @@ const WEIGHTED: bool = {{WEIGHTED}};
 var<workgroup> shares: array<f32, WG>;
 
 @compute @workgroup_size(WG)
-fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
-    let t = wid.y;
+fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>,
+        @builtin(num_workgroups) nwg: vec3<u32>) {
+    let t = step_token(wid.y, nwg.y);
     if (t >= step.n_tokens) {
         return;  // uniform across the workgroup, so no invocation is left waiting at the barrier
     }

@@ -13,6 +13,7 @@
 // and sin/cos only ever see an angle in [-pi, pi). A factor from `factors` (llama3 rope_freqs) divides the turn
 // count in f32, exactly when the factor is 1 and with a small phase otherwise.
 //!include kv_block.wgsl
+//!include token_order.wgsl
 
 struct Params {
     n_head: u32,      // query heads
@@ -78,8 +79,8 @@ fn angle(i: u32, pos: u32) -> f32 {
 }
 
 @compute @workgroup_size(64)
-fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
-    let t = gid.y;
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let t = step_token(gid.y, nwg.y);
     let half = p.head_dim / 2u;
     let head = gid.x / half;
     let i = gid.x % half;

@@ -299,8 +299,8 @@ def attention(rec: Recorder, qkv: Act, tokens: Binding, k_cache: Buffer, v_cache
         n_splits = splits or v.attention_splits(qkv.rows, n_head // heads, max_context, kernel)
     record_bytes = (hd4 + 1) * 16
     n_splits = max(1, min(n_splits, rec.device.info.max_binding_size // (qkv.rows * n_head * record_bytes)))
-    params = rec.params("attention", "8I2f", n_head, n_kv_head, qkv.cols, out.cols, max_blocks, window, n_splits, 0,
-                        scale, softcap)
+    params = rec.params("attention", "8I2f", n_head, n_kv_head, qkv.cols, out.cols, max_blocks, window, n_splits,
+                        qkv.rows, scale, softcap)
     dst = out.buffer if n_splits == 1 else rec.scratch(qkv.rows * n_head * n_splits * record_bytes)
     bindings = (params, rec.step, qkv.buffer, tokens, k_cache, v_cache, block_table, dst)
     # The program's tokens see at most `max_context` positions (a window's worth for one token) of one sequence's
