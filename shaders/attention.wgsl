@@ -22,7 +22,7 @@ const HD4: u32 = {{HD4}}u;  // head_dim / 4
 const QH: u32 = {{QH}}u;    // query heads per invocation (1 to 4, of one kv group): they share every K/V load
 const WG: u32 = {{WG}}u;
 const MIN_RANGE: u32 = {{MIN_RANGE}}u;  // fewest positions worth a range of their own
-const LANE_TOKENS: u32 = 8u;
+const LANE_TOKENS: u32 = 8u;  // consecutive tokens kept together when token slots are reordered (token_order.wgsl)
 const NEG: f32 = -3.4028234663852886e38;
 
 // Head hh of the invocation's at [hh * HD4, (hh + 1) * HD4). Loops over heads are written out under `if (QH > hh)`
@@ -121,6 +121,9 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     // Runs of LANE_TOKENS consecutive tokens stay together, so the lanes a CPU emulator runs as one SIMD batch
     // walk similar lengths of context.
     let slot = id / (groups * p.n_splits);
+    if (slot >= p.slots) {
+        return;  // past the grid's last slot (it is padded to whole workgroups)
+    }
     let t = step_token(slot / LANE_TOKENS, p.slots / LANE_TOKENS) * LANE_TOKENS + slot % LANE_TOKENS;
     if (t >= step.n_tokens) {
         return;

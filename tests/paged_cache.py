@@ -95,6 +95,13 @@ class PagedCache:
         return k, v
 
 
+def slots_for(n_tokens: int) -> int:
+    """Token slots of a step of `n_tokens`: a power of two with some left empty, as the engine records its programs
+    (kernels take the slots in an order of their own there, shaders/token_order.wgsl, which must still cover every
+    token once)."""
+    return 1 << (n_tokens + 1).bit_length()
+
+
 def token_infos(g: Gpu, infos: list[tuple[int, int]], padded_to: int) -> Buffer:
     """The token buffer for (slot, position) per token: (id, position, slot, 0), padded with zero rows."""
     rows = np.zeros((padded_to, 4), np.uint32)

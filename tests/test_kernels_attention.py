@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import reference_ops as ref
 from gpu_util import Gpu, assert_close, gpu, rng  # noqa: F401 (gpu and rng are fixtures)
-from paged_cache import PagedCache, token_infos
+from paged_cache import PagedCache, slots_for, token_infos
 
 from llmchat.gpu import ops
 from llmchat.gpu.variants import ATTENTION_KERNELS, ATTN_MIN_RANGE, Variants
@@ -56,14 +56,15 @@ def run_attention(g: Gpu, rng: np.random.Generator, infos: list[tuple[int, int]]
         cache.fill(rng, s, n)
     exact, cache = cache, cache.as_type(kv_type)
     q = rng.standard_normal((n_tokens, n_head, hd)).astype(np.float32) * np.float32(q_scale)
-    qkv = np.full((n_tokens + 2, (n_head + 2 * n_kv) * hd), np.nan, np.float32)
+    rows = slots_for(n_tokens)
+    qkv = np.full((rows, (n_head + 2 * n_kv) * hd), np.nan, np.float32)
     qkv[:n_tokens, :n_head * hd] = q.reshape(n_tokens, -1)
     scale = hd ** -0.5
 
     rec = g.recorder(n_tokens)
-    out = g.poisoned(rec, "out", n_tokens + 2, n_head * hd)
+    out = g.poisoned(rec, "out", rows, n_head * hd)
     k_buf, v_buf, table = cache.upload(g)
-    ops.attention(rec, g.act(rec, "qkv", qkv), token_infos(g, infos, n_tokens + 2), k_buf, v_buf, table, out,
+    ops.attention(rec, g.act(rec, "qkv", qkv), token_infos(g, infos, rows), k_buf, v_buf, table, out,
                   n_head=n_head, n_kv_head=n_kv, head_dim=hd, scale=scale, max_blocks=max_blocks,
                   max_context=MAX_CONTEXT, window=window, softcap=softcap, splits=splits, kv_type=kv_type,
                   kernel=kernel)

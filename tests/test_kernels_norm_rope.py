@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 import reference_ops as ref
 from gpu_util import Gpu, assert_close, gpu, rng  # noqa: F401 (gpu and rng are fixtures)
-from paged_cache import PagedCache, token_infos, upload
+from paged_cache import PagedCache, slots_for, token_infos, upload
 
 from llmchat.ggml_types import GGMLType
 from llmchat.gpu import ops
@@ -48,7 +48,8 @@ def test_rmsnorm_matches_reference(gpu: Gpu, rng, monkeypatch, n_tokens: int, di
     x = f32(rng.standard_normal((n_tokens, dim)) * rng.uniform(0.1, 10, (n_tokens, 1)))
     g = f32(rng.standard_normal(dim))
     rec = gpu.recorder(n_tokens)
-    xa, ya = gpu.act(rec, "x", np.vstack([x, np.zeros((2, dim))])), gpu.poisoned(rec, "y", n_tokens + 2, dim)
+    rows = slots_for(n_tokens)
+    xa, ya = gpu.act(rec, "x", np.vstack([x, np.zeros((rows - n_tokens, dim))])), gpu.poisoned(rec, "y", rows, dim)
     ops.rmsnorm(rec, xa, upload(gpu, g.astype(np.float32), "g"), ya, 1e-5)
     gpu.run(rec)
     got = gpu.read(ya)
@@ -143,10 +144,11 @@ def run_rope(g: Gpu, rng: np.random.Generator, infos: list[tuple[int, int]], *, 
     heads = n_head + 2 * n_kv
     qkv = f32(rng.standard_normal((n_tokens, heads * hd)))
     rec = g.recorder(n_tokens)
-    qa = g.act(rec, "qkv", np.vstack([qkv, np.full((3, heads * hd), np.nan)]))
+    rows = slots_for(n_tokens)
+    qa = g.act(rec, "qkv", np.vstack([qkv, np.full((rows - n_tokens, heads * hd), np.nan)]))
     k_buf, v_buf, table = cache.upload(g)
     freqs = None if factors is None else upload(g, factors.astype(np.float32), "rope_freqs")
-    ops.rope_store(rec, qa, token_infos(g, infos, n_tokens + 3), k_buf, v_buf, table, n_head=n_head, n_kv_head=n_kv,
+    ops.rope_store(rec, qa, token_infos(g, infos, rows), k_buf, v_buf, table, n_head=n_head, n_kv_head=n_kv,
                    head_dim=hd, rope_dim=rope_dim, freq_base=freq_base, freq_scale=freq_scale, neox=neox, freqs=freqs,
                    max_blocks=max_blocks, kv_type=kv_type)
     g.run(rec)
