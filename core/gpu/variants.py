@@ -181,9 +181,9 @@ class Variants:
             return MatmulTile(rows=rows, tokens=1, wg=8, xload=xload)
         return MatmulTile(rows=rows, tokens=4 if tokens <= 4 else 8, wg=8, xload=xload)
 
-    def attention_splits(self, rows: int, n_head: int, max_context: int, kernel: str = "invocation") -> int:
-        """Ranges each token's positions are cut into (attention.wgsl), for `n_head` invocations per token and range
-        (query heads, or groups of them for the grouped kernel). On CPU emulators a range of 128 positions per
+    def attention_splits(self, rows: int, invocations: int, max_context: int, kernel: str = "invocation") -> int:
+        """Ranges each token's positions are cut into (attention.wgsl), for `invocations` per token and range (its
+        query heads, or groups of them for the grouped kernel). On CPU emulators a range of 128 positions per
         invocation (32 for the grouped kernel, which has a quarter of the invocations or fewer), at most 8: there a
         split only pays once it spreads real work over the cores, and every extra split costs a partial record and
         the combine pass (which one split skips). Measured on lavapipe, 30 layers of SmolLM2 decode attention (ms)
@@ -196,7 +196,7 @@ class Variants:
         if not self.software:
             # Enough ranges to occupy the device when few tokens run (decode), one when tokens alone do (prefill),
             # never ranges shorter than ATTN_MIN_RANGE positions of the longest context.
-            by_work = -(-ATTN_PARALLEL // (rows * n_head))
+            by_work = -(-ATTN_PARALLEL // (rows * invocations))
             return max(1, min(by_work, -(-max_context // ATTN_MIN_RANGE), 64))
         positions = ATTN_MIN_RANGE if kernel == "grouped" else 128
         by_work = min(8, -(-max_context // (positions * rows)))
