@@ -249,7 +249,7 @@ def flash_shape(rows: int, n_head: int, n_kv_head: int, head_dim: int, max_workg
     tile loaded serves as many query rows as workgroup memory allows; tiles of FLASH_TILE_BYTES."""
     hd4 = head_dim // 4
     group = n_head // n_kv_head
-    heads = max([d for d in range(1, group + 1) if group % d == 0 and d * hd4 <= FLASH_QUERY_VEC4] or [1])
+    heads = group_share(group, FLASH_QUERY_VEC4 // hd4)
     tokens = max(1, min(rows, FLASH_MAX_TOKENS, FLASH_QUERY_VEC4 // (heads * hd4)))
     tile = max(1, min(64, FLASH_TILE_BYTES // (hd4 * 16)))
 
@@ -326,10 +326,15 @@ def attention(rec: Recorder, qkv: Act, tokens: Binding, k_cache: Buffer, v_cache
                 Traffic(reads=partial, writes=out_bytes))
 
 
+def group_share(group: int, limit: int) -> int:
+    """The most query heads of a kv group of `group` that one invocation or workgroup may take together: the largest
+    divisor of the group up to `limit` (at least 1)."""
+    return max(d for d in range(1, max(1, min(group, limit)) + 1) if group % d == 0)
+
+
 def grouped_heads(group: int) -> int:
-    """Query heads one invocation of the grouped attention kernel holds for a kv group of `group` heads: the
-    largest divisor of the group up to variants.GROUPED_HEADS."""
-    return max(h for h in range(1, variants.GROUPED_HEADS + 1) if group % h == 0)
+    """Query heads one invocation of the grouped attention kernel holds (attention.wgsl writes out four)."""
+    return group_share(group, variants.GROUPED_HEADS)
 
 
 def topk_words(k: int) -> int:
