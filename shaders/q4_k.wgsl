@@ -47,7 +47,8 @@ fn split_side(b: u32, sub: u32, j: u32) -> u32 {
 // its scale and offset.
 fn dequant_split(q: u32, s: u32) -> vec4<f32> {
     split_nibbles(split_quad(q));
-    let a = bitcast<f32>(split_word(s));
-    let c = bitcast<f32>(split_word(s + 1u));
+    let side = bitcast<vec2<f32>>(split_pair(s));
+    let a = side.x;
+    let c = side.y;
     return vec4<f32>(a, a, c, c);
 }

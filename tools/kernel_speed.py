@@ -39,7 +39,7 @@ from llmchat.gpu import ops
 from llmchat.gpu.kernels import Kernels
 from llmchat.gpu.native import NativeDevice
 from llmchat.gpu.recorder import Recorder
-from llmchat.gpu.tensors import SPLIT_TYPES, Piece, split_weight, upload_weight
+from llmchat.gpu.tensors import SPLIT_TYPES, Piece, split_weight, texture_weight, upload_weight
 from llmchat.gpu.variants import INT8_TYPES, variants
 
 # Byte offsets of the f16 fields (scales, mins) in one block of each quantized type.
@@ -81,8 +81,11 @@ class Case:
         self.rng = np.random.default_rng(0)
         self.raw = random_weight(self.rng, qtype, rows, k)
         weight = upload_weight(device, "w", qtype, k, [Piece.of(rows, self.raw)])
-        if layout == "auto" and variants(device).split_weights and qtype in SPLIT_TYPES:  # as the model loader does
+        chosen = variants(device)
+        if layout == "auto" and chosen.split_weights and qtype in SPLIT_TYPES:  # as the model loader does
             weight = split_weight(device, kernels, weight)
+            if chosen.weight_textures:
+                weight = texture_weight(device, weight)
         self.weight = weight
         self.step = device.buffer(16, "step", uniform=True)
         device.write(self.step, struct.pack("<4I", tokens, 0, 0, 0))
@@ -128,7 +131,8 @@ class Case:
         macs = self.n * self.rows * self.k * self.tokens
         tile = self.tile
         return {"type": self.qtype.name, "mode": "decode" if self.tokens == 1 else "prefill", "rows": self.rows,
-                "k": self.k, "tokens": self.tokens, "layout": self.weight.layout, "dot": tile.dot,
+                "k": self.k, "tokens": self.tokens, "layout": self.weight.layout,
+                "store": self.weight.store, "dot": tile.dot,
                 "tile": tile_label(tile), "dispatches": self.n,
                 "seconds": round(elapsed, 4), "us_per_dispatch": round(elapsed / self.n * 1e6, 1),
                 "gmacs": round(macs / elapsed / 1e9, 3),
@@ -211,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{r['type']:7} {r['mode']:7} {r['rows']:>7} {r['k']:>5} {r['tokens']:>6} {r['dispatches']:>10} "
               f"{r['us_per_dispatch']:>11} {r['gmacs']:>8} {r['weight_gb_per_s']:>7} {ratios[0]:>7} "
               f"{r['gmacs_per_cpu_s']:>10} {ratios[1]:>7} {r['dot']:>4} {r['per_cpu_s_vs_f32'] or '-':>6} "
-              f"{r.get('max_err_rel', '-'):>8} {r.get('rms_err_rel', '-'):>8}  {r['layout']}")
+              f"{r.get('max_err_rel', '-'):>8} {r.get('rms_err_rel', '-'):>8}  {r['layout']} ({r['store']})")
     device.close()
     return 0
 
