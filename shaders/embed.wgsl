@@ -38,7 +38,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
     if (id >= p.w_rows) {
         return;  // another part holds this row (ids are checked on the host)
     }
-    let s = decode_block(row_start(id), i) * p.scale;
+    let s = decode_block(row_start(id), i, false) * p.scale;
     let o = (t * p.k + i * 32u) >> 2u;
     for (var j = 0u; j < 8u; j++) {
         y[o + j] = wv[j] * select(s.x, s.y, j >= 4u) + select(s.z, s.w, j >= 4u);

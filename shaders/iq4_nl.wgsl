@@ -33,10 +33,10 @@ fn split_side(b: u32, sub: u32, j: u32) -> u32 {
     return w_u16(b);
 }
 
-// The grid values of the block whose quants are split_quad(q), split_quad(q + 1) and whose side word is split_word(s)
+// The grid values of the block whose quants are split_quad(q), split_quad(q + 1) and whose side word is side_word(s)
 // into wv; returns d.
 fn dequant_split(q: u32, s: u32) -> vec4<f32> {
     split_bytes(q);
-    let d = unpack2x16float(split_word(s)).x;
+    let d = unpack2x16float(side_word(s)).x;
     return vec4<f32>(d, d, 0.0, 0.0);
 }

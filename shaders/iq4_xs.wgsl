@@ -44,10 +44,10 @@ fn split_side(b: u32, sub: u32, j: u32) -> u32 {
     return bitcast<u32>(iq4_xs_scale(b, sub));
 }
 
-// The grid values of the sub-block whose quants are split_quad(q), split_quad(q + 1) and whose scale is split_word(s)
+// The grid values of the sub-block whose quants are split_quad(q), split_quad(q + 1) and whose scale is side_word(s)
 // into wv; returns the scale.
 fn dequant_split(q: u32, s: u32) -> vec4<f32> {
     split_bytes(q);
-    let a = bitcast<f32>(split_word(s));
+    let a = bitcast<f32>(side_word(s));
     return vec4<f32>(a, a, 0.0, 0.0);
 }

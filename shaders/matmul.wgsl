@@ -45,7 +45,7 @@ struct Params {
     glu_rows: u32,     // MODE 2: the row of W where the up half starts
     bias_offset: u32,  // element of `bias` that belongs to output 0 (when HAS_BIAS)
     eps: f32,          // NORM: added to the mean square of x
-    w_rows: u32,       // rows of W held by this binding
+    _pad: u32,
 }
 
 struct Step {
@@ -68,6 +68,7 @@ const MODE: u32 = {{MODE}}u;
 const HAS_BIAS: bool = {{BIAS}};
 const NORM: bool = {{NORM}};
 const XQ8: bool = {{XQ8}};  // round x to 8 bits per block as llama.cpp does before its quantized dot products
+const GLU_ALIGNED: bool = {{GLU_ALIGNED}};  // MODE 2: the up half starts at a multiple of 4 rows
 const HALVES: u32 = 1u + MODE / 2u;  // MODE 2 accumulates the gate and the up half
 
 var<private> wv: array<vec4<f32>, 8>;       // the decoded block of one row (written by dequant_sub)
@@ -181,11 +182,40 @@ fn start_row(r: u32) {
     }
 }
 
-// Block i of tile row r.
-fn row_block(r: u32, i: u32) {
-    accumulate(r, decode(starts[r], i));
-    if (MODE == 2u) {
-        accumulate(R + r, decode(starts[R + r], i));
+// Block i of accumulator row a (= half * R + tile row). A row that is not the first of its SIDE_ROWS
+// (rows_<LAYOUT>.wgsl) reuses the side words its group's first row loaded: tiles start at a multiple of R, and
+// in MODE 2 the up rows' groups line up only when GLU_ALIGNED.
+fn row_block(a: u32, i: u32) {
+    accumulate(a, decode(starts[a], i, (a % R) % SIDE_ROWS != 0u && (a < R || GLU_ALIGNED)));
+}
+
+// Block i of the tile's rows of one half (h = 1: the up rows of MODE 2), in order, so each group of SIDE_ROWS
+// follows its first row.
+fn half_block(h: u32, i: u32) {
+    let a = h * R;
+    row_block(a, i);
+    if (R > 1u) {
+        row_block(a + 1u, i);
+    }
+    if (R > 2u) {
+        row_block(a + 2u, i);
+        row_block(a + 3u, i);
+    }
+    if (R > 4u) {
+        row_block(a + 4u, i);
+        row_block(a + 5u, i);
+        row_block(a + 6u, i);
+        row_block(a + 7u, i);
+    }
+    if (R > 8u) {
+        row_block(a + 8u, i);
+        row_block(a + 9u, i);
+        row_block(a + 10u, i);
+        row_block(a + 11u, i);
+        row_block(a + 12u, i);
+        row_block(a + 13u, i);
+        row_block(a + 14u, i);
+        row_block(a + 15u, i);
     }
 }
 
@@ -262,29 +292,9 @@ fn tile_block(i: u32) {
         load_g(i * 8u, lane_id);
     }
     load_tokens(i * 32u);
-    row_block(0u, i);
-    if (R > 1u) {
-        row_block(1u, i);
-    }
-    if (R > 2u) {
-        row_block(2u, i);
-        row_block(3u, i);
-    }
-    if (R > 4u) {
-        row_block(4u, i);
-        row_block(5u, i);
-        row_block(6u, i);
-        row_block(7u, i);
-    }
-    if (R > 8u) {
-        row_block(8u, i);
-        row_block(9u, i);
-        row_block(10u, i);
-        row_block(11u, i);
-        row_block(12u, i);
-        row_block(13u, i);
-        row_block(14u, i);
-        row_block(15u, i);
+    half_block(0u, i);
+    if (MODE == 2u) {
+        half_block(1u, i);
     }
 }
 

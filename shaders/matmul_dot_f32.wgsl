@@ -2,8 +2,8 @@
 // bits first under XQ8, as llama.cpp's numbers have it).
 
 // The block of W to multiply: decode_block's (rows_<LAYOUT>.wgsl), into wv.
-fn decode(start: RowStart, i: u32) -> vec4<f32> {
-    return decode_block(start, i);
+fn decode(start: RowStart, i: u32, reuse: bool) -> vec4<f32> {
+    return decode_block(start, i, reuse);
 }
 
 // Token t's block of x is in xv: XQ8's rounding, then its sums for the blocks' offsets.

@@ -14,8 +14,8 @@ var<private> xi: array<u32, 8 * TT>;  // per token, the block of x as integers, 
 var<private> xd: array<f32, TT>;      // per token, the scale of its block's integers
 
 // The block of W to multiply: its quants into wi; returns its scales and offsets as decode_block does.
-fn decode(start: RowStart, i: u32) -> vec4<f32> {
-    return decode_block_i8(start, i);
+fn decode(start: RowStart, i: u32, reuse: bool) -> vec4<f32> {
+    return decode_block_i8(start, i, reuse);
 }
 
 // Token t's block of x is in xv: its integers and scale (round_x8's), and their sums (times the scale) for offsets.

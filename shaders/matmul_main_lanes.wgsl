@@ -16,36 +16,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) groups: 
         return;  // the same for the whole workgroup, so no subgroup loses lanes
     }
     start_rows();
-    // The loop body written out rather than a call of tile_block: lavapipe ran the call ~10% slower.
     for (var i = 0u; i < p.k / 32u; i++) {
-        if (NORM) {
-            load_g(i * 8u, lane_id);
-        }
-        load_tokens(i * 32u);
-        row_block(0u, i);
-        if (R > 1u) {
-            row_block(1u, i);
-        }
-        if (R > 2u) {
-            row_block(2u, i);
-            row_block(3u, i);
-        }
-        if (R > 4u) {
-            row_block(4u, i);
-            row_block(5u, i);
-            row_block(6u, i);
-            row_block(7u, i);
-        }
-        if (R > 8u) {
-            row_block(8u, i);
-            row_block(9u, i);
-            row_block(10u, i);
-            row_block(11u, i);
-            row_block(12u, i);
-            row_block(13u, i);
-            row_block(14u, i);
-            row_block(15u, i);
-        }
+        tile_block(i);
     }
     store_rows();
 }

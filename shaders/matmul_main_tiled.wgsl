@@ -25,7 +25,7 @@ fn decode_row(d: u32, tile_r0: u32, i: u32) {
     if (h == 1u) {
         row += p.glu_rows;
     }
-    let s = decode_block(row_start(row), i);
+    let s = decode_block(row_start(row), i, false);
     for (var j = 0u; j < 4u; j++) {
         wt[j * WT_ROWS + d] = wv[j] * s.x + s.z;
         wt[(j + 4u) * WT_ROWS + d] = wv[j + 4u] * s.y + s.w;

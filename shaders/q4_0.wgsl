@@ -32,10 +32,10 @@ fn split_side(b: u32, sub: u32, j: u32) -> u32 {
     return w_u16(b);
 }
 
-// The raw nibbles of the block whose quants are split_quad(q) and whose side word is split_word(s) into wv;
+// The raw nibbles of the block whose quants are split_quad(q) and whose side word is side_word(s) into wv;
 // returns d, -8 d.
 fn dequant_split(q: u32, s: u32) -> vec4<f32> {
     split_nibbles(split_quad(q));
-    let d = unpack2x16float(split_word(s)).x;
+    let d = unpack2x16float(side_word(s)).x;
     return vec4<f32>(d, d, -8.0 * d, -8.0 * d);
 }

@@ -39,10 +39,10 @@ fn split_side(b: u32, sub: u32, j: u32) -> u32 {
     return w[b >> 2u];
 }
 
-// The raw nibbles of the block whose quants are split_quad(q) and whose side word is split_word(s) into wv;
+// The raw nibbles of the block whose quants are split_quad(q) and whose side word is side_word(s) into wv;
 // returns d, m.
 fn dequant_split(q: u32, s: u32) -> vec4<f32> {
     split_nibbles(split_quad(q));
-    let dm = unpack2x16float(split_word(s));
+    let dm = unpack2x16float(side_word(s));
     return vec4<f32>(dm.x, dm.x, dm.y, dm.y);
 }

@@ -47,7 +47,7 @@ fn split_side(b: u32, sub: u32, j: u32) -> u32 {
 // its scale and offset.
 fn dequant_split(q: u32, s: u32) -> vec4<f32> {
     split_nibbles(split_quad(q));
-    let side = bitcast<vec2<f32>>(split_pair(s));
+    let side = bitcast<vec2<f32>>(side_pair(s));
     let a = side.x;
     let c = side.y;
     return vec4<f32>(a, a, c, c);

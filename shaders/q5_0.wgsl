@@ -39,7 +39,7 @@ fn split_side(b: u32, sub: u32, j: u32) -> u32 {
 // The raw 5-bit values of the block whose quants are split_quad(q) and whose side words start at word s into wv;
 // returns d, -16 d.
 fn dequant_split(q: u32, s: u32) -> vec4<f32> {
-    let side = split_pair(s);
+    let side = side_pair(s);
     split_nibbles5(split_quad(q), side.x);
     let d = unpack2x16float(side.y).x;
     return vec4<f32>(d, d, -16.0 * d, -16.0 * d);

@@ -40,7 +40,7 @@ fn split_side(b: u32, sub: u32, j: u32) -> u32 {
 // The raw 5-bit values of the block whose quants are split_quad(q) and whose side words start at word s into wv;
 // returns d, m.
 fn dequant_split(q: u32, s: u32) -> vec4<f32> {
-    let side = split_pair(s);
+    let side = side_pair(s);
     split_nibbles5(split_quad(q), side.x);
     let dm = unpack2x16float(side.y);
     return vec4<f32>(dm.x, dm.x, dm.y, dm.y);

@@ -52,11 +52,10 @@ fn split_side(b: u32, sub: u32, j: u32) -> u32 {
     return select(0u, bitcast<u32>(select(-(dm.y * sm.y), dm.x * sm.x, j == 1u)), j < 3u);
 }
 
-// The raw 5-bit values of the sub-block whose quants are split_quad(q) and whose side words are the vec4 at word s into
-// wv; returns its scale and offset.
+// The raw 5-bit values of the sub-block whose quants are split_quad(q) and whose side words are `sides` (s is their
+// first word: the vec4's) into wv; returns its scale and offset.
 fn dequant_split(q: u32, s: u32) -> vec4<f32> {
-    let side = split_quad(s >> 2u);
-    split_nibbles5(split_quad(q), side.x);
-    let ac = bitcast<vec2<f32>>(side.yz);
+    split_nibbles5(split_quad(q), sides.x);
+    let ac = bitcast<vec2<f32>>(sides.yz);
     return vec4<f32>(ac.x, ac.x, ac.y, ac.y);
 }

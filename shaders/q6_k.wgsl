@@ -63,21 +63,20 @@ fn split_side(b: u32, sub: u32, j: u32) -> u32 {
     return bitcast<u32>(w_f16(b + 208u) * f32(scale));
 }
 
-// The values q of the sub-block whose quants are split_quad(q) and whose side words are the vec4 at word s into wv;
-// returns the scales of its two halves and their offsets, -32 times the scales.
+// The values q of the sub-block whose quants are split_quad(q) and whose side words are `sides` (s is their first
+// word: the vec4's) into wv; returns the scales of its two halves and their offsets, -32 times the scales.
 fn dequant_split(q: u32, s: u32) -> vec4<f32> {
     let v = split_quad(q);
-    let side = split_quad(s >> 2u);
     let lo = 0x0f0f0f0fu;
     let m = 0x30303030u;
-    wv[0] = bytes4((v.x & lo) | ((side.x << 4u) & m));
-    wv[1] = bytes4((v.y & lo) | ((side.x << 2u) & m));
-    wv[2] = bytes4((v.z & lo) | (side.x & m));
-    wv[3] = bytes4((v.w & lo) | ((side.x >> 2u) & m));
-    wv[4] = bytes4(((v.x >> 4u) & lo) | ((side.y << 4u) & m));
-    wv[5] = bytes4(((v.y >> 4u) & lo) | ((side.y << 2u) & m));
-    wv[6] = bytes4(((v.z >> 4u) & lo) | (side.y & m));
-    wv[7] = bytes4(((v.w >> 4u) & lo) | ((side.y >> 2u) & m));
-    let a = bitcast<vec2<f32>>(side.zw);
+    wv[0] = bytes4((v.x & lo) | ((sides.x << 4u) & m));
+    wv[1] = bytes4((v.y & lo) | ((sides.x << 2u) & m));
+    wv[2] = bytes4((v.z & lo) | (sides.x & m));
+    wv[3] = bytes4((v.w & lo) | ((sides.x >> 2u) & m));
+    wv[4] = bytes4(((v.x >> 4u) & lo) | ((sides.y << 4u) & m));
+    wv[5] = bytes4(((v.y >> 4u) & lo) | ((sides.y << 2u) & m));
+    wv[6] = bytes4(((v.z >> 4u) & lo) | (sides.y & m));
+    wv[7] = bytes4(((v.w >> 4u) & lo) | ((sides.y >> 2u) & m));
+    let a = bitcast<vec2<f32>>(sides.zw);
     return vec4<f32>(a, -32.0 * a);
 }

@@ -50,9 +50,9 @@ fn split_side(b: u32, sub: u32, j: u32) -> u32 {
 }
 
 // The raw signed bytes of the block whose quants are split_quad(q), split_quad(q + 1) and whose side word is
-// split_word(s) into wv; returns d.
+// side_word(s) into wv; returns d.
 fn dequant_split(q: u32, s: u32) -> vec4<f32> {
     split_bytes(q);
-    let d = unpack2x16float(split_word(s)).x;
+    let d = unpack2x16float(side_word(s)).x;
     return vec4<f32>(d, d, 0.0, 0.0);
 }

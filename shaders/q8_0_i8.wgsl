@@ -1,7 +1,7 @@
 // Q8_0 (q8_0.wgsl) for int8 dot products (matmul_dot_i8.wgsl): the quants are signed bytes already, so a block's
 // quant words go to wi as they are; scales (d, d, 0, 0).
 
-// Split layout: the quants are split_quad(q), split_quad(q + 1), d the low half of split_word(s).
+// Split layout: the quants are split_quad(q), split_quad(q + 1), d the low half of side_word(s).
 fn int8_split(q: u32, s: u32) -> vec4<f32> {
     let a = split_quad(q);
     let b = split_quad(q + 1u);
@@ -13,7 +13,7 @@ fn int8_split(q: u32, s: u32) -> vec4<f32> {
     wi[5] = b.y;
     wi[6] = b.z;
     wi[7] = b.w;
-    let d = unpack2x16float(split_word(s)).x;
+    let d = unpack2x16float(side_word(s)).x;
     return vec4<f32>(d, d, 0.0, 0.0);
 }
 

@@ -5,6 +5,21 @@
 // Numbering the eight nibble words n = 0..7 (low nibbles of words 0..3, then their high nibbles), nibble word n
 // holds weights 4n..4n+3; higher bits, where a type has them, are side words arranged to match.
 
+// The vec4 holding the current block's side words (rows_split.wgsl decode_block loads it): decoders read them
+// from here (side_word, side_pair).
+var<private> sides: vec4<u32>;
+
+// Side word s of the current block.
+fn side_word(s: u32) -> u32 {
+    let c = s & 3u;
+    return select(select(sides.x, sides.y, c == 1u), select(sides.z, sides.w, c == 3u), c >= 2u);
+}
+
+// Side words s and s + 1 of the current block (s even).
+fn side_pair(s: u32) -> vec2<u32> {
+    return select(sides.xy, sides.zw, (s & 2u) != 0u);
+}
+
 // The signed bytes of the two vec4<u32> at split_quad(q) into wv.
 fn split_bytes(q: u32) {
     let a = split_quad(q);

@@ -7,13 +7,3 @@
 fn split_quad(q: u32) -> vec4<u32> {
     return wq[q];
 }
-
-// u32 words s and s + 1 of the weight (s even).
-fn split_pair(s: u32) -> vec2<u32> {
-    return vec2<u32>(w[s], w[s + 1u]);
-}
-
-// u32 word s of the weight.
-fn split_word(s: u32) -> u32 {
-    return w[s];
-}

@@ -12,16 +12,3 @@ const TEXEL_ROW: u32 = 4096u;  // texels per row of the texture: 64 KiB
 fn split_quad(q: u32) -> vec4<u32> {
     return textureLoad(wtex, vec2<u32>(q % TEXEL_ROW, q / TEXEL_ROW), 0);
 }
-
-// u32 words s and s + 1 of the weight (s even: both in one texel, fetched once).
-fn split_pair(s: u32) -> vec2<u32> {
-    let v = split_quad(s >> 2u);
-    return select(v.xy, v.zw, (s & 2u) != 0u);
-}
-
-// u32 word s of the weight.
-fn split_word(s: u32) -> u32 {
-    let v = split_quad(s >> 2u);
-    let c = s & 3u;
-    return select(select(v.x, v.y, c == 1u), select(v.z, v.w, c == 3u), c >= 2u);
-}

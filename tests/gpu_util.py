@@ -39,6 +39,7 @@ F16_FIELDS: dict[GGMLType, tuple[int, ...]] = {
 
 # Binding limit of the `split_gpu` device: small enough that test weights of a few dozen rows span several parts.
 SPLIT_BINDING = 1024  # in bytes
+TILES_BINDING = 4096  # in bytes: a few 8-row tiles of the split layout at short row lengths
 
 # Tolerance of f32 results against float64 references: |got - ref| <= REL * max|ref| + ABS, elementwise.
 # Sums of a few hundred f32 products drift by a few ulps of the largest partial sum; 1e-5 leaves two orders of
@@ -191,6 +192,15 @@ def phone_gpu() -> Iterator[Gpu]:
 def split_gpu() -> Iterator[Gpu]:
     """The same adapter told its bindings hold only SPLIT_BINDING bytes, so weights are split into parts."""
     g = _open(max_binding_size=SPLIT_BINDING)
+    yield g
+    g.device.close()
+
+
+@pytest.fixture(scope="session")
+def tiles_gpu() -> Iterator[Gpu]:
+    """The same adapter told its bindings hold only TILES_BINDING bytes: split-layout weights of short rows (whole
+    tiles in every binding) come in several parts."""
+    g = _open(max_binding_size=TILES_BINDING)
     yield g
     g.device.close()
 

@@ -19,14 +19,16 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from gpu_util import (  # noqa: F401 (gpu, rng and split_gpu are fixtures)
-    ALL_TYPES, SPLIT_BINDING, Gpu, assert_close, case_id, gpu, random_weight, rng, split_gpu,
+from gpu_util import (  # noqa: F401 (gpu, rng, split_gpu and tiles_gpu are fixtures)
+    ALL_TYPES, SPLIT_BINDING, TILES_BINDING, Gpu, assert_close, case_id, gpu, random_weight, rng, split_gpu, tiles_gpu,
 )
 
 from llmchat.ggml_types import BLOCK_LAYOUT, GGMLType
 from llmchat.gpu import ops
 from llmchat.gpu.device import Texture, texture_bytes
-from llmchat.gpu.tensors import SPLIT_TILE, SPLIT_TYPES, split_row_bytes, split_weight, texture_weight
+from llmchat.gpu.tensors import (
+    SPLIT_TILE, SPLIT_TYPES, split_bytes, split_row_bytes, split_weight, splits, texture_weight,
+)
 from llmchat.gpu.variants import MatmulTile, subgroup_size, variants
 
 pytestmark = pytest.mark.gpu
@@ -138,64 +140,87 @@ def test_every_type_and_layout_at_model_shapes(gpu: Gpu, rng, qtype: GGMLType, l
 
 
 def split_k(qtype: GGMLType) -> int:
-    """A row length of a few blocks, so the small bindings of `split_gpu` hold a few rows."""
+    """A row length of a few blocks, so the small bindings of `tiles_gpu` hold a few tiles."""
     return 256 if BLOCK_LAYOUT[qtype][0] == 256 else 160
+
+
+def split_rows(qtype: GGMLType, extra: int) -> int:
+    """Rows filling two bindings of `tiles_gpu` with whole split tiles, then `extra` more: at least three bindings,
+    one ending in a part-filled tile."""
+    per_part = TILES_BINDING // split_row_bytes(qtype, split_k(qtype))
+    return 2 * (per_part - per_part % SPLIT_TILE) + extra
 
 
 @pytest.mark.parametrize("store", ["buffer", "texture"])
 @pytest.mark.parametrize("tile", [TILES[0], TILES[1], TILES[4]], ids=tile_id)
 @pytest.mark.parametrize("qtype", list(SPLIT_TYPES), ids=case_id)
-def test_split_layout_in_parts_matches_reference(split_gpu: Gpu, rng, tile: MatmulTile, qtype: GGMLType,
+def test_split_layout_in_parts_matches_reference(tiles_gpu: Gpu, rng, tile: MatmulTile, qtype: GGMLType,
                                                  store: str):
-    """The split layout through decode, prefill and GPU tiles, on a device whose bindings hold a few rows each:
-    whole 8-row tiles per binding where one fits, shorter tiles where not."""
-    usable(split_gpu, tile)
-    rows, k, n_tokens = 27, split_k(qtype), 9 if tile.tokens > 1 else 1
+    """The split layout through decode, prefill and GPU tiles, on a device whose bindings hold a few tiles each:
+    whole 8-row tiles in every binding, the last one padded."""
+    usable(tiles_gpu, tile)
+    rows, k, n_tokens = split_rows(qtype, 3), split_k(qtype), 9 if tile.tokens > 1 else 1
     raw, w = random_weight(rng, qtype, rows, k)
-    weight = split(split_gpu, qtype, raw, store)
-    assert weight.layout == "split" and len(weight.parts) > 1
+    weight = split(tiles_gpu, qtype, raw, store)
+    assert weight.layout == "split" and len(weight.parts) >= 3
     assert weight.row_bytes == split_row_bytes(qtype, k) and weight.row_bytes % 16 == 0
-    per_part = max(p.rows for p in weight.parts)
-    assert per_part * weight.row_bytes <= SPLIT_BINDING
-    assert per_part % SPLIT_TILE == 0 or per_part < SPLIT_TILE
+    assert weight.nbytes == sum(split_bytes(p.rows, weight.row_bytes) for p in weight.parts)
+    assert max(split_bytes(p.rows, weight.row_bytes) for p in weight.parts) <= TILES_BINDING
     x = activations(rng, n_tokens, k)
-    rec = split_gpu.recorder(n_tokens)
-    y = split_gpu.poisoned(rec, "y", n_tokens, rows)
-    ops.matmul(rec, weight, split_gpu.act(rec, "x", x), y, tile=tile)
-    split_gpu.run(rec)
-    assert_close(split_gpu.read(y), x @ w.T, what=f"split {tile_id(tile)} {qtype.name}")
+    rec = tiles_gpu.recorder(n_tokens)
+    y = tiles_gpu.poisoned(rec, "y", n_tokens, rows)
+    ops.matmul(rec, weight, tiles_gpu.act(rec, "x", x), y, tile=tile)
+    tiles_gpu.run(rec)
+    assert_close(tiles_gpu.read(y), x @ w.T, what=f"split {tile_id(tile)} {qtype.name}")
 
 
 @pytest.mark.parametrize("store", ["buffer", "texture"])
 @pytest.mark.parametrize("qtype", list(SPLIT_TYPES), ids=case_id)
-def test_split_layout_embedding(split_gpu: Gpu, rng, qtype: GGMLType, store: str):
+def test_split_layout_embedding(tiles_gpu: Gpu, rng, qtype: GGMLType, store: str):
     """A table in the split layout (a tied output projection) still serves embedding lookups, scale included, when
     split over several bindings (as Gemma 3's table of 262144 rows is on 128 MiB bindings): the first and last
-    row of the table and of its short last tile."""
-    rows, k = 43, split_k(qtype)
+    row of the table and of its part-filled last tile, and rows at the ends of a binding."""
+    rows, k = split_rows(qtype, 5), split_k(qtype)
     raw, w = random_weight(rng, qtype, rows, k)
-    weight = split(split_gpu, qtype, raw, store)
-    assert len(weight.parts) > 1
-    ids = [42, 0, 17, 5, 17, 40, 39]
-    rec = split_gpu.recorder(len(ids))
-    y = split_gpu.poisoned(rec, "y", len(ids), k)
-    ops.embed(rec, weight, split_gpu.tokens(ids), y, scale=0.5)
-    split_gpu.run(rec)
-    assert_close(split_gpu.read(y), w[ids] * 0.5, what=qtype.name)
+    weight = split(tiles_gpu, qtype, raw, store)
+    assert len(weight.parts) >= 3
+    second = weight.parts[1].row_start
+    ids = [rows - 1, 0, second - 1, second, rows - 5, second, rows - 3]
+    rec = tiles_gpu.recorder(len(ids))
+    y = tiles_gpu.poisoned(rec, "y", len(ids), k)
+    ops.embed(rec, weight, tiles_gpu.tokens(ids), y, scale=0.5)
+    tiles_gpu.run(rec)
+    assert_close(tiles_gpu.read(y), w[ids] * 0.5, what=qtype.name)
 
 
-GATED = ([(t, GGMLType.Q4_1, "gguf") for t in TILES] + [(t, GGMLType.Q4_1, "split") for t in TILES[1:5:3]]
-         + [(t, q, store) for t in TILES[1:5:3] for q in (GGMLType.Q5_0, GGMLType.Q6_K)
+@pytest.mark.parametrize("qtype", list(SPLIT_TYPES), ids=case_id)
+def test_split_layout_needs_a_tile_per_binding(split_gpu: Gpu, rng, qtype: GGMLType):
+    """Where a tile of 8 rows does not fit in one binding a weight keeps the GGUF layout (`splits` says so, and the
+    model loader asks it); split_weight refuses it with a clear error rather than writing a layout kernels misread."""
+    k = 256  # split rows of 160 to 288 bytes: a tile is larger than the 1 KiB bindings of split_gpu
+    assert not splits(qtype, k, SPLIT_BINDING) and splits(qtype, k, 128 << 20)
+    assert not splits(GGMLType.Q2_K, 256, 128 << 20)  # a type without a split layout
+    raw, _ = random_weight(rng, qtype, 2, k)
+    with pytest.raises(ValueError, match="keep the GGUF layout"):
+        split_weight(split_gpu.device, split_gpu.kernels, split_gpu.weight("w", qtype, raw))
+
+
+# 21 gate rows: the up half starts at an odd row, inside a split tile; 24: on a tile boundary, where the up rows
+# share side words too (GLU_ALIGNED).
+GATED = ([(t, GGMLType.Q4_1, "gguf", 21) for t in TILES] + [(t, GGMLType.Q4_1, "split", 21) for t in TILES[1:5:3]]
+         + [(t, q, store, 21) for t in TILES[1:5:3] for q in (GGMLType.Q5_0, GGMLType.Q6_K)
             for store in ("split", "texture")]
-         + [(WIDE[1], q, "texture") for q in (GGMLType.Q5_0, GGMLType.Q6_K)])
+         + [(WIDE[1], q, "texture", 21) for q in (GGMLType.Q5_0, GGMLType.Q6_K)]
+         + [(t, q, "texture", 24) for t in (WIDE[0], WIDE[1]) for q in (GGMLType.Q8_0, GGMLType.Q5_0)])
 
 
-@pytest.mark.parametrize("tile,qtype,layout", GATED, ids=lambda v: tile_id(v) if isinstance(v, MatmulTile) else case_id(v))
-def test_tile_gated_with_folded_norm(gpu: Gpu, rng, tile: MatmulTile, qtype: GGMLType, layout: str):
-    """MODE 2 with `norm`: silu(rmsnorm(x) @ gate^T) * (rmsnorm(x) @ up^T), 21 gate rows (the up half starts at
-    an odd row, inside a split tile); x far from unit RMS so a missing normalisation cannot pass."""
+@pytest.mark.parametrize("tile,qtype,layout,hidden", GATED,
+                         ids=lambda v: tile_id(v) if isinstance(v, MatmulTile) else case_id(v))
+def test_tile_gated_with_folded_norm(gpu: Gpu, rng, tile: MatmulTile, qtype: GGMLType, layout: str, hidden: int):
+    """MODE 2 with `norm`: silu(rmsnorm(x) @ gate^T) * (rmsnorm(x) @ up^T), `hidden` gate rows; x far from unit
+    RMS so a missing normalisation cannot pass."""
     usable(gpu, tile)
-    hidden, k, n_tokens, eps = 21, 256, 6, 1e-5
+    k, n_tokens, eps = 256, 6, 1e-5
     raw, w = random_weight(rng, qtype, 2 * hidden, k)
     x = activations(rng, n_tokens, k, 7.0)
     g = activations(rng, 1, k)[0]

@@ -39,7 +39,7 @@ from llmchat.gpu import ops
 from llmchat.gpu.kernels import Kernels
 from llmchat.gpu.native import NativeDevice
 from llmchat.gpu.recorder import Recorder
-from llmchat.gpu.tensors import SPLIT_TYPES, Piece, split_weight, texture_weight, upload_weight
+from llmchat.gpu.tensors import Piece, split_weight, splits, texture_weight, upload_weight
 from llmchat.gpu.variants import INT8_TYPES, variants
 
 # Byte offsets of the f16 fields (scales, mins) in one block of each quantized type.
@@ -82,7 +82,8 @@ class Case:
         self.raw = random_weight(self.rng, qtype, rows, k)
         weight = upload_weight(device, "w", qtype, k, [Piece.of(rows, self.raw)])
         chosen = variants(device)
-        if layout == "auto" and chosen.split_weights and qtype in SPLIT_TYPES:  # as the model loader does
+        # As the model loader does:
+        if layout == "auto" and chosen.split_weights and splits(qtype, k, device.info.max_binding_size):
             weight = split_weight(device, kernels, weight)
             if chosen.weight_textures:
                 weight = texture_weight(device, weight)

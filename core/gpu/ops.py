@@ -50,11 +50,12 @@ def matmul(rec: Recorder, w: Weight, x: Act, y: Act, *, y_offset: int = 0, mode:
                              **t.values(), MODE=mode,
                              BIAS=_wgsl_bool(bias is not None),
                              NORM=_wgsl_bool(norm is not None), ACT=ACTIVATIONS[act],
+                             GLU_ALIGNED=_wgsl_bool(glu_rows % 4 == 0),
                              XQ8=_wgsl_bool(rec.q8_activations and w.type in QUANTIZED))
     for part in w.parts:
         n_out = glu_rows if mode == GLU else part.rows
         params = rec.params(w.name, "8IfI", w.k, n_out, w.row_bytes, x.cols, y.cols, y_offset + part.row_start,
-                            glu_rows, bias_offset + part.row_start, eps, part.rows)
+                            glu_rows, bias_offset + part.row_start, eps, 0)
         rec.add(kernel, (params, rows_from or rec.step, w.words(part, rec.empty()), x.buffer, y.buffer,
                          bias or rec.empty(), norm or rec.empty(), part.buffer), t.grid(n_out, x.rows),
                 _matmul_traffic(w, part.rows, x, n_out, mode, bias is not None, norm is not None))

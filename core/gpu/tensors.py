@@ -82,6 +82,9 @@ class Weight:
 
     @property
     def nbytes(self) -> int:
+        """Bytes on the device (in the split layout each binding holds whole tiles; without parts: in one)."""
+        if self.layout == "split":
+            return sum(split_bytes(p.rows, self.row_bytes) for p in self.parts or [WeightPart(None, 0, self.rows)])
         return self.rows * self.row_bytes
 
 
@@ -149,23 +152,40 @@ def split_row_bytes(ggml_type: GGMLType, k: int) -> int:
     return blocks * layout.quant_vec4s * 16 + -(-blocks * layout.side_words * 4 // 16) * 16
 
 
+def splits(ggml_type: GGMLType, k: int, max_binding_size: int) -> bool:
+    """Whether weights of this type and row length take the split layout on bindings of `max_binding_size` bytes:
+    the type has one, and a whole tile of its rows fits in one binding."""
+    return ggml_type in SPLIT_TYPES and SPLIT_TILE * split_row_bytes(ggml_type, k) <= max_binding_size
+
+
+def split_parts(rows: int, row_bytes: int, max_binding_size: int) -> list[tuple[int, int]]:
+    """(first row, row count) of each binding of `rows` split-layout rows: whole tiles, as many as fit, so every
+    binding starts a tile; the last binding's last tile is padded (`split_bytes`)."""
+    fit = max_binding_size // row_bytes
+    per_part = fit - fit % SPLIT_TILE
+    if per_part == 0:
+        raise ValueError(f"a tile of {SPLIT_TILE} split rows of {row_bytes} bytes exceeds the binding limit "
+                         f"({max_binding_size} bytes); such weights keep the GGUF layout (see `splits`)")
+    return [(start, min(per_part, rows - start)) for start in range(0, rows, per_part)]
+
+
+def split_bytes(rows: int, row_bytes: int) -> int:
+    """Bytes of a binding holding `rows` split-layout rows: whole tiles."""
+    return cdiv(rows, SPLIT_TILE) * SPLIT_TILE * row_bytes
+
+
 def split_weight(device: Device, kernels, w: Weight) -> Weight:
     """`w` rewritten on the GPU into the split layout (shaders/rows_split.wgsl), which CPU emulators read with aligned
-    vector loads, in new buffers (`w`'s can be dropped). `kernels` is the device's kernel cache (gpu.kernels)."""
+    vector loads, in new buffers (`w`'s can be dropped). `kernels` is the device's kernel cache (gpu.kernels). Its
+    type and row length must allow it (`splits`)."""
     src_row_bytes, dst_row_bytes = w.row_bytes, split_row_bytes(w.type, w.k)
-    if dst_row_bytes > device.info.max_binding_size:
-        raise ModelTooLargeError(f"one row of '{w.name}' ({dst_row_bytes} bytes) exceeds the adapter's binding "
-                                 f"limit ({device.info.max_binding_size} bytes)")
     kernel = kernels.get("repack_split.wgsl", QUANT=w.shader, QUADS=3)
-    fit = device.info.max_binding_size // dst_row_bytes
     out = Weight(w.name, w.type, w.k, w.rows, [], layout="split")
     dispatches = []
     for src in w.parts:
-        # Whole tiles in every binding but the last, when the rows need several and a tile fits in one.
-        per_part = fit - fit % SPLIT_TILE if SPLIT_TILE <= fit < src.rows else fit
-        for first in range(0, src.rows, per_part):
-            n = min(per_part, src.rows - first)
-            buf = device.buffer(n * dst_row_bytes, f"{w.name}[{src.row_start + first}:+{n}] split")
+        for first, n in split_parts(src.rows, dst_row_bytes, device.info.max_binding_size):
+            # Padding rows stay zero (new buffers are zeroed) and are never read for outputs.
+            buf = device.buffer(split_bytes(n, dst_row_bytes), f"{w.name}[{src.row_start + first}:+{n}] split")
             out.parts.append(WeightPart(buf, src.row_start + first, n))
             params = device.buffer(32, f"{w.name}.repack", uniform=True)
             device.write(params, struct.pack("<8I", w.k, n, src_row_bytes, dst_row_bytes, first, 0, 0, 0))

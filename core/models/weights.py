@@ -10,8 +10,8 @@ from ..errors import GGUFError, UnsupportedModelError
 from ..gguf import GGUFFile
 from ..gpu.device import AdapterInfo, Buffer, Device
 from ..gpu.kernels import Kernels
-from ..gpu.tensors import (SPLIT_TYPES, Piece, Weight, WeightPart, check_type, plan_parts, split_weight,
-                           texture_weight, upload_weight)
+from ..gpu.tensors import (Piece, Weight, WeightPart, check_type, plan_parts, split_bytes, split_parts, split_weight,
+                           splits, texture_weight, upload_weight)
 from ..gpu.variants import Variants, variants
 
 
@@ -77,15 +77,19 @@ class WeightLoader:
             raise ValueError(f"row ranges {rows} fall outside the tensors {names}")
         name = "+".join(n + (f"[{len(rows[n])} row ranges from {rows[n][0][0]}]" if n in rows else "") for n in names)
         ggml_type = infos[0].type
-        split = self.split and ggml_type in SPLIT_TYPES
+        limit = self.info.max_binding_size
+        split = self.split and splits(ggml_type, k, limit)
         n_rows = sum(n for r in ranges for _, n in r)
+        row_bytes = Weight(name, ggml_type, k, 0, []).row_bytes
         if self.planning:
             check_type(name, ggml_type, k)
             w = Weight(name, ggml_type, k, n_rows, [], layout="split" if split else "gguf")
-            w.parts.extend(WeightPart(Buffer(n * w.row_bytes, f"{name}[{start}:+{n}]", None), start, n)
-                           for start, n in plan_parts(name, w.rows, w.row_bytes, self.info.max_binding_size))
+            parts = plan_parts(name, n_rows, row_bytes, limit)  # as uploaded; then split as split_weight does
+            if split:
+                parts = [(start + a, m) for start, n in parts for a, m in split_parts(n, w.row_bytes, limit)]
+            w.parts.extend(WeightPart(Buffer(split_bytes(n, w.row_bytes) if split else n * w.row_bytes,
+                                             f"{name}[{start}:+{n}]", None), start, n) for start, n in parts)
         else:
-            row_bytes = Weight(name, ggml_type, k, 0, []).row_bytes
             pieces = [Piece(n, self.gguf.sources[i.shard], i.offset + a * row_bytes)
                       for r, i in zip(ranges, infos) for a, n in r]
             w = upload_weight(self.device, name, ggml_type, k, pieces)
@@ -106,7 +110,8 @@ class WeightLoader:
         if len({i.type for i in infos}) == 1 and len({i.shape[0] for i in infos}) == 1:
             n_rows = sum(sum(n for _, n in rows[m]) if m in rows else i.shape[1] for m, i in zip(names, infos))
             probe = Weight("", infos[0].type, infos[0].shape[0], n_rows, [],
-                           layout="split" if self.split and infos[0].type in SPLIT_TYPES else "gguf")
+                           layout="split" if self.split and splits(infos[0].type, infos[0].shape[0],
+                                                                    self.info.max_binding_size) else "gguf")
             if probe.nbytes <= self.info.max_binding_size:
                 return [self.weight(names, rows)]
         return [self.weight([n], {n: rows[n]} if n in rows else None) for n in names]
