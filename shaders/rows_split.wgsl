@@ -19,7 +19,9 @@ const HALF_SCALES: bool = SPLIT_HALF_SCALES;
 
 // The side words of block i of SIDE_ROWS neighbouring rows of a tile (from a row that is a multiple of SIDE_ROWS)
 // lie in one vec4, which a kernel multiplying those rows together loads once (decode_block's `reuse`): on lavapipe
-// a texel fetch per row and block was a third of the 21848 x 640 Q8_0 decode matvec's time.
+// a texel fetch per row and block was a third of the 21848 x 640 Q8_0 decode matvec's time. `reuse` must be known
+// when the kernel is compiled: lavapipe runs both sides of a branch whatever its lanes decide, so a test at run
+// time (is this texel the one already loaded?) fetched anyway.
 const SIDE_ROWS: u32 = 4u / SPLIT_SW;
 
 // Where a row's blocks are: (vec4 of block 0's quants, word of block 0's side words); block i's are i * SPLIT_QV
