@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from gpu_util import (  # noqa: F401 (gpu, rng and split_gpu are fixtures)
-    ALL_TYPES, Gpu, assert_close, case_id, gpu, random_weight, rng, split_gpu,
+from gpu_util import (  # noqa: F401 (gpu, rng and tiles_gpu are fixtures)
+    ALL_TYPES, Gpu, assert_close, case_id, gpu, random_weight, rng, tiles_gpu,
 )
-from test_kernels_matmul_variants import activations, layouts, silu, split, upload
+from test_kernels_matmul_variants import activations, layouts, silu, split, split_k, split_rows, upload
 
 from llmchat.ggml_types import BLOCK_LAYOUT, GGMLType
 from llmchat.gpu import ops
@@ -130,19 +130,20 @@ def test_adds_into_residual_with_bias(gpu: Gpu, rng, tile: MatmulTile):
 
 @pytest.mark.parametrize("tile", [ROWGROUP[0], ROWGROUP[1], TILED[0]], ids=tile_id)
 @pytest.mark.parametrize("qtype", [GGMLType.Q4_1, GGMLType.Q6_K], ids=case_id)
-def test_split_layout_in_parts(split_gpu: Gpu, rng, tile: MatmulTile, qtype: GGMLType):
-    """A weight split over several small bindings (one dispatch per part, each at its y offset)."""
-    usable(split_gpu, tile)
-    rows, k, n_tokens = 27, 256 if BLOCK_LAYOUT[qtype][0] == 256 else 160, 9 if tile.shape == "tiled" else 1
+def test_split_layout_in_parts(tiles_gpu: Gpu, rng, tile: MatmulTile, qtype: GGMLType):
+    """A weight split over several small bindings (one dispatch per part, each at its y offset), the last tile
+    part-filled."""
+    usable(tiles_gpu, tile)
+    rows, k, n_tokens = split_rows(qtype, 3), split_k(qtype), 9 if tile.shape == "tiled" else 1
     raw, w = random_weight(rng, qtype, rows, k)
-    weight = split(split_gpu, qtype, raw)
+    weight = split(tiles_gpu, qtype, raw)
     assert len(weight.parts) > 1
     x = activations(rng, n_tokens, k)
-    rec = split_gpu.recorder(n_tokens)
-    y = split_gpu.poisoned(rec, "y", n_tokens, rows)
-    ops.matmul(rec, weight, split_gpu.act(rec, "x", x), y, tile=tile)
-    split_gpu.run(rec)
-    assert_close(split_gpu.read(y), x @ w.T, what=f"split {tile_id(tile)} {qtype.name}")
+    rec = tiles_gpu.recorder(n_tokens)
+    y = tiles_gpu.poisoned(rec, "y", n_tokens, rows)
+    ops.matmul(rec, weight, tiles_gpu.act(rec, "x", x), y, tile=tile)
+    tiles_gpu.run(rec)
+    assert_close(tiles_gpu.read(y), x @ w.T, what=f"split {tile_id(tile)} {qtype.name}")
 
 
 @pytest.mark.parametrize("reduce", ["subgroup", "workgroup"])
