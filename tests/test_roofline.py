@@ -90,9 +90,12 @@ def test_bench_roofline_json_has_the_documented_fields(bench_roofline):
 def test_bench_roofline_fractions_and_shares(bench_roofline):
     r = bench_roofline["roofline"]
     step = r["step"]
-    # The whole step streams from memory: on this adapter (or any) it cannot beat the bandwidth by much.
+    # The whole step streams from memory: it cannot beat the bandwidth by much where weights are read from storage
+    # buffers, as the probe streams. Where they are read from textures (CPU emulators, variants.weight_textures),
+    # which lavapipe streams about 7x faster than a buffer, only that factor bounds it.
+    limit = 8.0 if "texture" in bench_roofline["weights_read_from"] else 1.5
     for value in (step["fraction"], step["weight_fraction"], r["decode"]["weight_fraction"]):
-        assert 0 < value <= 1.5, r
+        assert 0 < value <= limit, r
     # One family's weights may sit in a CPU cache (a layer of SmolLM2 is 0.5 MB), so per kernel only sanity.
     assert all(_finite_positive(k["fraction"]) and k["fraction"] <= 4 for k in r["kernels"]), r["kernels"]
     # Families are timed apart from the step, on a machine shared with other work: their shares add up to about 1.
