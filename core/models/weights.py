@@ -78,7 +78,7 @@ class WeightLoader:
         name = "+".join(n + (f"[{len(rows[n])} row ranges from {rows[n][0][0]}]" if n in rows else "") for n in names)
         ggml_type = infos[0].type
         limit = self.info.max_binding_size
-        split = self.split and splits(ggml_type, k, limit)
+        split = self._splits(ggml_type, k)
         n_rows = sum(n for r in ranges for _, n in r)
         row_bytes = Weight(name, ggml_type, k, 0, []).row_bytes
         if self.planning:
@@ -102,6 +102,10 @@ class WeightLoader:
         self.weights[name] = w
         return w
 
+    def _splits(self, ggml_type, k: int) -> bool:
+        """Whether a weight of this type and row length gets the split layout here (tensors.splits)."""
+        return self.split and splits(ggml_type, k, self.info.max_binding_size)
+
     def stacked(self, names: list[str], rows: dict[str, list[tuple[int, int]]] | None = None) -> list[Weight]:
         """The tensors as one stacked weight (one dispatch computes them all) when their types match and the stack
         fits one binding's worth of parts, else one weight each (`rows` as for `weight`)."""
@@ -110,8 +114,7 @@ class WeightLoader:
         if len({i.type for i in infos}) == 1 and len({i.shape[0] for i in infos}) == 1:
             n_rows = sum(sum(n for _, n in rows[m]) if m in rows else i.shape[1] for m, i in zip(names, infos))
             probe = Weight("", infos[0].type, infos[0].shape[0], n_rows, [],
-                           layout="split" if self.split and splits(infos[0].type, infos[0].shape[0],
-                                                                    self.info.max_binding_size) else "gguf")
+                           layout="split" if self._splits(infos[0].type, infos[0].shape[0]) else "gguf")
             if probe.nbytes <= self.info.max_binding_size:
                 return [self.weight(names, rows)]
         return [self.weight([n], {n: rows[n]} if n in rows else None) for n in names]
