@@ -130,12 +130,10 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     }
     let info = tokens[t];
     let pos = info.y;
-    var lo = 0u;
-    if (p.window != 0u && pos >= p.window) {
-        lo = pos + 1u - p.window;
-    }
+    let seen = visible(pos);
+    let lo = seen.x;
+    let len = seen.y;
     // Short contexts leave the later ranges empty rather than cutting the positions into slivers.
-    let len = pos + 1u - lo;
     let chunk = max((len + p.n_splits - 1u) / p.n_splits, MIN_RANGE);
     let start = lo + min(split * chunk, len);
     let end = min(start + chunk, pos + 1u);

@@ -1,6 +1,6 @@
-// The bindings and Params both attention kernels take (ops.attention records either with the same bindings):
-// the step's q|k|v rows, its token records, the paged K/V cache of one layer and its block table, and `dst`, the
-// output rows or (n_splits > 1) the partial records attention_combine.wgsl merges.
+// The bindings and Params the attention kernels take (ops.attention records them with the same bindings): the
+// step's q|k|v rows, its token records, the paged K/V cache of one layer and its block table, and `dst`, the output
+// rows or (n_splits > 1) the partial records attention_combine.wgsl merges (attention_scores.wgsl: the scores).
 //!include kv_block.wgsl
 
 struct Params {
@@ -10,7 +10,7 @@ struct Params {
     out_stride: u32,  // elements between consecutive tokens in out (a multiple of 4)
     max_blocks: u32,  // block-table entries per sequence slot
     window: u32,      // positions a token sees, itself included; 0 = no window
-    n_splits: u32,    // ranges each token's positions are cut into
+    n_splits: u32,    // ranges each token's positions are cut into (attention_scores.wgsl: scores per token)
     slots: u32,       // token slots of the recorded step (the grid's; the step fills n_tokens of them)
     scale: f32,       // multiplies q . k
     softcap: f32,     // 0 = no soft cap
@@ -29,3 +29,12 @@ struct Step {
 @group(0) @binding(6) var<storage, read> block_table: array<u32>;
 @group(0) @binding(7) var<storage, read_write> dst: array<vec4<f32>>;
 
+
+// The first position a token at `pos` sees, and how many it sees (itself included).
+fn visible(pos: u32) -> vec2<u32> {
+    var lo = 0u;
+    if (p.window != 0u && pos >= p.window) {
+        lo = pos + 1u - p.window;
+    }
+    return vec2<u32>(lo, pos + 1u - lo);
+}

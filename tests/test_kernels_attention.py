@@ -154,11 +154,30 @@ def test_attention_grid_folds_past_65535_workgroups(gpu: Gpu, rng, monkeypatch):
 
 
 def test_attention_kernel_per_adapter():
-    """GPUs run flash attention; CPU emulators one invocation per (token, heads of a kv group, range), faster there."""
-    assert Variants(software=False, shared_loads=False).attention_kernel == "flash"
-    assert Variants(software=True, shared_loads=True).attention_kernel == "grouped"
-    assert Variants(software=True, shared_loads=True).attention_candidates() == ["grouped", "invocation", "flash"]
-    assert Variants(software=False, shared_loads=False).attention_candidates() == ["flash", "invocation", "grouped"]
+    """GPUs run flash attention; CPU emulators decode with the scores kernel and prefill with grouped."""
+    gpu, cpu = Variants(software=False, shared_loads=False), Variants(software=True, shared_loads=True)
+    assert gpu.attention_kernel("decode") == gpu.attention_kernel("prefill") == "flash"
+    assert cpu.attention_kernel("decode") == "scores" and cpu.attention_kernel("prefill") == "grouped"
+    assert cpu.attention_candidates("prefill") == ["grouped", "invocation", "flash", "scores"]
+    assert cpu.attention_candidates("decode") == ["scores", "invocation", "grouped", "flash"]
+    assert gpu.attention_candidates("decode") == ["flash", "invocation", "grouped", "scores"]
+
+
+def test_scores_kernel_stops_at_its_span(gpu: Gpu, rng, monkeypatch):
+    """Past SCORES_MAX_SPAN positions a forced scores kernel is refused, and the adapter's choice of it takes
+    grouped (correctly); within it, scores runs."""
+    import llmchat.gpu.variants as variants
+    calls = []
+    scores = ops._attention_scores
+    monkeypatch.setattr(ops, "_attention_scores", lambda *a, **k: calls.append(a[8]) or scores(*a, **k))
+    monkeypatch.setattr(Variants, "attention_kernel", lambda self, mode="prefill": "scores")
+    run_attention(gpu, rng, [(0, 300)], n_head=4, n_kv=1, hd=64)
+    assert calls == [MAX_CONTEXT]
+    monkeypatch.setattr(variants, "SCORES_MAX_SPAN", MAX_CONTEXT - 1)
+    run_attention(gpu, rng, [(0, 300)], n_head=4, n_kv=1, hd=64)
+    assert calls == [MAX_CONTEXT]
+    with pytest.raises(ValueError, match="scores attention kernel takes at most"):
+        run_attention(gpu, rng, [(0, 300)], n_head=4, n_kv=1, hd=64, kernel="scores")
 
 
 def test_grouped_heads_divide_the_group():

@@ -38,7 +38,7 @@ def _force(device, monkeypatch, kv_type: str | None, kernel: str | None) -> str:
     if kv_type == "f16" and not device.info.f16:
         pytest.skip("the adapter has no shader-f16")
     if kernel is not None:
-        monkeypatch.setattr(Variants, "attention_kernel", property(lambda self: kernel))
+        monkeypatch.setattr(Variants, "attention_kernel", lambda self, mode="prefill": kernel)
     return cache_type(device.info, kv_type)
 
 

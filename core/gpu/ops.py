@@ -135,6 +135,9 @@ NORM_WG = 64  # invocations per RMSNorm workgroup (one workgroup per token and s
 # On CPU adapters one SIMD batch (8 lanes on lavapipe) makes the workgroup barrier nearly free: 2x faster there.
 NORM_WG_SOFTWARE = 8
 ATTN_WG = 32  # invocations per attention workgroup; small, so one decode token still fills several workgroups
+# Invocations per workgroup of the scores kernel (CPU emulators): one SIMD batch of lavapipe, so the 32 position pairs
+# of a 64-position decode make four workgroups for the threads to share, not one.
+SCORES_WG = 8
 TOPK_WG = 16  # invocations per top-k scan workgroup; a row has only tens of chunks
 TOPK_MAX = 64
 
@@ -285,12 +288,28 @@ def attention(rec: Recorder, qkv: Act, tokens: Binding, k_cache: Buffer, v_cache
                          f"(head_dim {head_dim}, out columns {out.cols})")
     v = variants.variants(rec.device)
     # Steps of one token are decode steps; the tuner (tune.attention_cases) may have chosen apart for the two.
-    kernel = kernel or v.choice("attention", "decode" if qkv.rows == 1 else "prefill", v.attention_kernel)
+    mode = "decode" if qkv.rows == 1 else "prefill"
+    forced = kernel is not None
+    kernel = kernel or v.choice("attention", mode, v.attention_kernel(mode))
     if kernel not in variants.ATTENTION_KERNELS:
         raise ValueError(f"attention kernel must be one of {variants.ATTENTION_KERNELS}, not {kernel!r}")
     hd4 = head_dim // 4
     cache = kvlayout.cache_type(rec.device.info, kv_type)
     kv_values = kvlayout.shader_values(cache)
+    if kernel == "scores":
+        heads = grouped_heads(n_head // n_kv_head)
+        span = min(max_context, window) if window else max_context  # positions one token sees at most
+        score_bytes = qkv.rows * (n_head // heads) * span * 16
+        if span <= variants.SCORES_MAX_SPAN and score_bytes <= rec.device.info.max_binding_size:
+            _attention_scores(rec, qkv, tokens, k_cache, v_cache, block_table, out, heads, span, score_bytes,
+                              n_head=n_head, n_kv_head=n_kv_head, head_dim=head_dim, scale=scale,
+                              max_blocks=max_blocks, window=window, softcap=softcap, kv_values=kv_values, cache=cache)
+            return
+        if forced:
+            raise ValueError(f"the scores attention kernel takes at most {variants.SCORES_MAX_SPAN} positions and "
+                             f"{rec.device.info.max_binding_size} bytes of scores; {qkv.rows} tokens over {span} "
+                             f"positions need {score_bytes}")
+        kernel = "grouped"  # the adapter's rule past what the scores kernel takes (Variants.attention_kernel)
     if kernel == "flash":
         shape = flash_shape(qkv.rows, n_head, n_kv_head, head_dim, rec.device.info.max_workgroup_storage)
         groups = cdiv(qkv.rows, shape.tokens) * (n_head // shape.heads)
@@ -325,6 +344,28 @@ def attention(rec: Recorder, qkv: Act, tokens: Binding, k_cache: Buffer, v_cache
         params = rec.params("attention_combine", "3I", n_head, out.cols, n_splits)
         rec.add(combine, (params, rec.step, dst, out.buffer), (cdiv(n_head * hd4, 64), qkv.rows, 1),
                 Traffic(reads=partial, writes=out_bytes))
+
+
+def _attention_scores(rec: Recorder, qkv: Act, tokens: Binding, k_cache: Buffer, v_cache: Buffer,
+                      block_table: Buffer, out: Act, heads: int, span: int, score_bytes: int, *, n_head: int,
+                      n_kv_head: int, head_dim: int, scale: float, max_blocks: int, window: int, softcap: float,
+                      kv_values: dict, cache: str) -> None:
+    """ops.attention's "scores" kernel: the scores of `heads` heads at a time against `span` positions per token
+    into scratch (attention_scores.wgsl), then V weighed by their softmax (attention_values.wgsl)."""
+    groups = n_head // heads
+    hd4 = head_dim // 4
+    params = rec.params("attention", "8I2f", n_head, n_kv_head, qkv.cols, out.cols, max_blocks, window, span,
+                        qkv.rows, scale, softcap)
+    scores = rec.scratch(score_bytes)
+    bindings = (params, rec.step, qkv.buffer, tokens, k_cache, v_cache, block_table, scores)
+    kv_bytes = span * n_kv_head * head_dim * kvlayout.CACHE_TYPES[cache]
+    act_bytes = qkv.rows * n_head * head_dim * F32
+    values = dict(HD4=hd4, QH=heads, WG=SCORES_WG, BLOCK_TOKENS=BLOCK_TOKENS, **kv_values)
+    pairs = qkv.rows * groups * cdiv(span, 2)  # attention_scores.wgsl takes two positions per invocation
+    rec.add(rec.kernels.get("attention_scores.wgsl", **values), bindings, _grid_1d(pairs, SCORES_WG),
+            Traffic(reads=act_bytes + kv_bytes, writes=score_bytes))
+    rec.add(rec.kernels.get("attention_values.wgsl", **values), bindings + (out.buffer,),
+            _grid_1d(qkv.rows * groups * hd4, SCORES_WG), Traffic(reads=score_bytes + kv_bytes, writes=act_bytes))
 
 
 def group_share(group: int, limit: int) -> int:

@@ -457,9 +457,8 @@ def attention_cases(ctx: TuneContext) -> list[TuneCase]:
     c = ctx.config
     if c is None or not getattr(c, "n_head", 0):
         return []
-    candidates = ctx.variants.attention_candidates()
     return [TuneCase("attention", key, f"{c.n_head}/{c.n_kv_head}x{c.head_dim} T={tokens} P={ATTENTION_POSITIONS}",
-                     candidates, _attention_trial(ctx, c.n_head, c.n_kv_head, c.head_dim, tokens))
+                     ctx.variants.attention_candidates(key), _attention_trial(ctx, c.n_head, c.n_kv_head, c.head_dim, tokens))
             for key, tokens in (("decode", 1), ("prefill", min(ctx.prefill_tokens, ATTENTION_POSITIONS)))
             if key == "decode" or tokens > 1]
 
@@ -546,7 +545,8 @@ def _tune_model(ctx: TuneContext, option: bool | None, retune: bool, store) -> T
                                                              "by": "default"}
         if ctx.config is not None and getattr(ctx.config, "n_head", 0):
             for key in ("decode", "prefill"):
-                report.choices[f"attention/{key}"] = {"variant": repr(v.attention_kernel), "by": "default"}
+                report.choices[f"attention/{key}"] = {"variant": repr(v.attention_kernel(key)),
+                                                      "by": "default"}
         report.choices.update(gated_delta_choices(v, weights, ctx.prefill_tokens))
         return report
     report = tune(ctx, store=store if store is not None else FileStore() if native else MemoryStore(), retune=retune)

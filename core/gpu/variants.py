@@ -39,8 +39,10 @@ SOFTWARE_MAX_RANGE = 256  # positions one attention invocation may walk on CPU e
 # Attention kernels: "invocation" (attention.wgsl, one invocation per (token, head, range)), "grouped" (the same
 # file, one invocation per (token, up to GROUPED_HEADS heads of one kv group, range), loading each K/V row once for
 # them) and "flash" (attention_flash.wgsl, a workgroup per (token tile, kv group, range) sharing coalesced K/V tile
-# loads).
-ATTENTION_KERNELS = ("invocation", "grouped", "flash")
+# loads), "scores" (attention_scores.wgsl then attention_values.wgsl: every score of a token's heads, then one
+# invocation per four elements of a head's output weighing V, for contexts up to SCORES_MAX_SPAN).
+ATTENTION_KERNELS = ("invocation", "grouped", "flash", "scores")
+SCORES_MAX_SPAN = 16384  # positions the scores kernel may take (attention_values.wgsl walks them twice)
 GROUPED_HEADS = 4  # query heads one grouped invocation may hold (attention.wgsl writes its head loops out to 4)
 FLASH_PARALLEL = 128  # workgroups flash attention aims for on GPUs before it stops cutting ranges
 # Gated delta rule kernels (state_ops.gated_delta): "token" (gated_delta.wgsl, each sequence's tokens one after
@@ -202,26 +204,35 @@ class Variants:
         by_work = min(8, -(-max_context // (positions * rows)))
         return max(1, by_work, -(-max_context // SOFTWARE_MAX_RANGE))
 
-    @property
-    def attention_kernel(self) -> str:
-        """The attention kernel (ATTENTION_KERNELS). GPUs: flash, whose workgroups load each K/V row once per kv
-        group and tile of tokens, coalesced, and keep scores and tiles in workgroup memory. CPU emulators: grouped,
-        one invocation per (token, heads of a kv group, range), which loads each K/V row once for its heads and
-        keeps no workgroup memory; there every storage or workgroup memory load is a scalar loop over the SIMD
-        lanes, and flash re-reads q and the tile from workgroup memory for every score. Measured on lavapipe
-        (tools/attention_speed.py, ms for all layers), invocation vs flash (f32 cache): SmolLM2 decode at 64 / 512 /
-        2000 positions 3.4 / 17 / 59 vs 20 / 530 / 4600, 64-token prefill 80 vs 4900; Gemma 3 decode at 2000
-        positions 300 vs 3300, prefill 1150 vs 4500. Grouped vs invocation (f16 cache, each with its own ranges):
-        Gemma 3 decode at 64 / 512 / 2000 positions 44.8 / 136.7 / 465.5 vs 51.2 / 335.3 / 1259.0, prefill of 33
-        and 64 tokens 408 / 415 vs 580 / 1018; SmolLM2 decode 19.9 / 117.2 / 404.4 vs 27.0 / 177.3 / 423.5,
-        prefill 201 / 366 vs 332 / 598. (At 16 positions Gemma 3's four heads in one invocation lose, 20.0 vs
-        14.4 ms: too little to split, and the invocation kernel runs its heads on four lanes.)"""
-        return "grouped" if self.software else "flash"
+    def attention_kernel(self, mode: str = "prefill") -> str:
+        """The attention kernel (ATTENTION_KERNELS) for "decode" or "prefill" steps.
 
-    def attention_candidates(self) -> list[str]:
-        """The attention kernels a tuner may time on this adapter, the hand-picked one first (each runs with its
-        own split rule; `ops.attention(kernel=..., splits=...)` forces either)."""
-        return [self.attention_kernel] + [k for k in ATTENTION_KERNELS if k != self.attention_kernel]
+        GPUs: flash, whose workgroups load each K/V row once per kv group and tile of tokens, coalesced, and keep
+        scores and tiles in workgroup memory. CPU emulators, where every storage or workgroup memory load is a
+        scalar loop over the SIMD lanes and flash re-reads q and the tile from workgroup memory for every score:
+        grouped for prefill, one invocation per (token, heads of a kv group, range), which loads each K/V row once
+        for its heads and keeps no workgroup memory; scores for decode, wherever its scores fit (SCORES_MAX_SPAN
+        positions, one binding; ops.attention takes grouped past that): its invocations hold no private arrays,
+        which CPU emulators keep in memory and gather from, and a short context's positions spread over every SIMD
+        lane. In prefill every token's invocations re-read the V rows, and grouped wins.
+        Measured on lavapipe (tools/attention_speed.py, ms for all layers), invocation vs flash (f32 cache): SmolLM2
+        decode at 64 / 512 / 2000 positions 3.4 / 17 / 59 vs 20 / 530 / 4600, 64-token prefill 80 vs 4900; Gemma 3
+        decode at 2000 positions 300 vs 3300, prefill 1150 vs 4500. Grouped vs invocation (f16 cache, each with its
+        own ranges): Gemma 3 decode at 64 / 512 / 2000 positions 44.8 / 136.7 / 465.5 vs 51.2 / 335.3 / 1259.0,
+        prefill of 33 and 64 tokens 408 / 415 vs 580 / 1018; SmolLM2 decode 19.9 / 117.2 / 404.4 vs 27.0 / 177.3 /
+        423.5, prefill 201 / 366 vs 332 / 598. Grouped vs scores (f16 cache): Gemma 3 decode at 16 / 64 / 128 / 512
+        / 2000 positions 19.5 / 41.7 / 53.7 / 137.4 / 464.0 vs 7.5 / 16.6 / 28.8 / 110.4 / 416.2, SmolLM2 8.3 /
+        20.2 / 37.2 / 114.5 / 395.4 vs 7.6 / 13.1 / 23.5 / 84.1 / 322.3; prefill of 33 tokens, Gemma 3 166 vs 235,
+        SmolLM2 68 vs 177."""
+        if not self.software:
+            return "flash"
+        return "scores" if mode == "decode" else "grouped"
+
+    def attention_candidates(self, mode: str = "prefill") -> list[str]:
+        """The attention kernels a tuner may time on this adapter for `mode`, the hand-picked one first (each runs
+        with its own split rule; `ops.attention(kernel=..., splits=...)` forces any)."""
+        first = self.attention_kernel(mode)
+        return [first] + [k for k in ATTENTION_KERNELS if k != first]
 
     def flash_splits(self, workgroups: int, max_context: int, tile: int) -> int:
         """Ranges per token for flash attention when `workgroups` (token tiles x kv groups) run: enough to occupy a
