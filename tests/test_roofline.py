@@ -58,10 +58,12 @@ def test_decode_step_traffic_counts_every_weight_once(smollm2):
     norms = (2 * c.n_layer + 1) * c.n_embd * 4
     embed_row = model.token_embd.row_bytes
     assert weights == model.weight_bytes - norms + embed_row
-    attention = [d for d in program.dispatches if d.kernel.name.startswith("attention[")]
-    # 256 positions of K and V per layer, in the cache's element type (f16 where the adapter has shader-f16)
+    # The kernels that walk the cache (attention_combine merges their partial records) read 256 positions of K and
+    # V per layer, in the cache's element type (f16 where the adapter has shader-f16).
+    walks = [d for d in program.dispatches
+             if d.kernel.name.startswith("attention") and not d.kernel.name.startswith("attention_combine")]
     value_bytes = CACHE_TYPES[smollm2.engine.kv.dtype]
-    assert all(d.traffic.reads >= 256 * 2 * c.kv_dim * value_bytes for d in attention)
+    assert walks and sum(d.traffic.reads for d in walks) >= c.n_layer * 256 * 2 * c.kv_dim * value_bytes
 
 
 @pytest.fixture(scope="module")
@@ -78,7 +80,7 @@ def test_bench_roofline_json_has_the_documented_fields(bench_roofline):
     assert set(r["decode"]) == set(roofline.DECODE_FIELDS)
     assert r["kernels"] and all(set(k) == set(roofline.KERNEL_FIELDS) for k in r["kernels"])
     families = {k["family"] for k in r["kernels"]}
-    assert {"attention", "rope_store", "embed", "topk"} <= families
+    assert {"rope_store", "embed", "topk"} <= families and any(f.startswith("attention") for f in families)
     assert any(f.startswith("matmul q4_1") for f in families)
     assert sum(k["dispatches"] for k in r["kernels"]) == r["step"]["dispatches"]
     assert r["step"]["context"] == 128  # 33 prompt tokens + 8 generated, rounded up to the smallest bucket
