@@ -361,8 +361,8 @@ def _attention_scores(rec: Recorder, qkv: Act, tokens: Binding, k_cache: Buffer,
     kv_bytes = span * n_kv_head * head_dim * kvlayout.CACHE_TYPES[cache]
     act_bytes = qkv.rows * n_head * head_dim * F32
     values = dict(HD4=hd4, QH=heads, WG=SCORES_WG, BLOCK_TOKENS=BLOCK_TOKENS, **kv_values)
-    pairs = qkv.rows * groups * cdiv(span, 2)  # attention_scores.wgsl takes two positions per invocation
-    rec.add(rec.kernels.get("attention_scores.wgsl", **values), bindings, _grid_1d(pairs, SCORES_WG),
+    runs = qkv.rows * groups * cdiv(span, 4)  # attention_scores.wgsl takes four positions per invocation
+    rec.add(rec.kernels.get("attention_scores.wgsl", **values), bindings, _grid_1d(runs, SCORES_WG),
             Traffic(reads=act_bytes + kv_bytes, writes=score_bytes))
     rec.add(rec.kernels.get("attention_values.wgsl", **values), bindings + (out.buffer,),
             _grid_1d(qkv.rows * groups * hd4, SCORES_WG), Traffic(reads=score_bytes + kv_bytes, writes=act_bytes))

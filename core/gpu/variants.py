@@ -214,16 +214,16 @@ class Variants:
         for its heads and keeps no workgroup memory; scores for decode, wherever its scores fit (SCORES_MAX_SPAN
         positions, one binding; ops.attention takes grouped past that): its invocations hold no private arrays,
         which CPU emulators keep in memory and gather from, and a short context's positions spread over every SIMD
-        lane. In prefill every token's invocations re-read the V rows, and grouped wins.
+        lane. In prefill every token's invocations re-read the V rows, and grouped wins or comes close.
         Measured on lavapipe (tools/attention_speed.py, ms for all layers), invocation vs flash (f32 cache): SmolLM2
         decode at 64 / 512 / 2000 positions 3.4 / 17 / 59 vs 20 / 530 / 4600, 64-token prefill 80 vs 4900; Gemma 3
         decode at 2000 positions 300 vs 3300, prefill 1150 vs 4500. Grouped vs invocation (f16 cache, each with its
         own ranges): Gemma 3 decode at 64 / 512 / 2000 positions 44.8 / 136.7 / 465.5 vs 51.2 / 335.3 / 1259.0,
         prefill of 33 and 64 tokens 408 / 415 vs 580 / 1018; SmolLM2 decode 19.9 / 117.2 / 404.4 vs 27.0 / 177.3 /
         423.5, prefill 201 / 366 vs 332 / 598. Grouped vs scores (f16 cache): Gemma 3 decode at 16 / 64 / 128 / 512
-        / 2000 positions 19.5 / 41.7 / 53.7 / 137.4 / 464.0 vs 7.5 / 16.6 / 28.8 / 110.4 / 416.2, SmolLM2 8.3 /
-        20.2 / 37.2 / 114.5 / 395.4 vs 7.6 / 13.1 / 23.5 / 84.1 / 322.3; prefill of 33 tokens, Gemma 3 166 vs 235,
-        SmolLM2 68 vs 177."""
+        / 2000 positions 19.9 / 41.1 / 53.9 / 138.5 / 437.2 vs 6.5 / 12.6 / 23.5 / 89.7 / 346.2, SmolLM2 8.3 /
+        21.0 / 39.2 / 119.7 / 396.3 vs 5.2 / 12.1 / 22.5 / 76.1 / 292.1; prefill of 33 tokens, Gemma 3 162 vs 147,
+        SmolLM2 71 vs 123."""
         if not self.software:
             return "flash"
         return "scores" if mode == "decode" else "grouped"
