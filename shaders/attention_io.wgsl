@@ -29,7 +29,6 @@ struct Step {
 @group(0) @binding(6) var<storage, read> block_table: array<u32>;
 @group(0) @binding(7) var<storage, read_write> dst: array<vec4<f32>>;
 
-
 // The first position a token at `pos` sees, and how many it sees (itself included).
 fn visible(pos: u32) -> vec2<u32> {
     var lo = 0u;

@@ -1,10 +1,11 @@
 // Attention in two passes for CPU emulators, pass 2 (pass 1 and the layout of the scores: attention_scores.wgsl):
-// one invocation per (token, head, four elements of the head) takes the softmax of the head's scores and sums
-// those four elements of the V rows under it, out[t, h, 4i..4i+3] = sum_j e^(s_j - max) v_j[4i..] / sum_j
-// e^(s_j - max). Every invocation of a head re-reads its scores rather than sharing the max and the sum through
-// workgroup memory and a barrier, which CPU emulators run as separate passes over the workgroup.
-// lavapipe stops an invocation once its loops have run about 65,535 iterations in all: the two loops over the
-// positions here bound the context this kernel may take (variants.SCORES_MAX_SPAN).
+// one invocation per (token, QH heads of one kv group, four elements of a head) takes the softmax of each head's
+// scores and sums those four elements of the V rows under it, out[t, h, 4i..4i+3] = sum_j e^(s_j - max) v_j[4i..]
+// / sum_j e^(s_j - max), with one load of each V element for the group's heads. Every invocation re-reads the
+// scores rather than sharing the max and the sum through workgroup memory and a barrier, which CPU emulators run
+// as separate passes over the workgroup; the softmax is online (rescaled when a new maximum appears).
+// lavapipe stops an invocation once its loops have run about 65,535 iterations in all: the loop over the positions
+// here bounds the context this kernel may take (variants.SCORES_MAX_SPAN).
 //!include attention_io.wgsl
 //!include token_order.wgsl
 

@@ -135,8 +135,8 @@ NORM_WG = 64  # invocations per RMSNorm workgroup (one workgroup per token and s
 # On CPU adapters one SIMD batch (8 lanes on lavapipe) makes the workgroup barrier nearly free: 2x faster there.
 NORM_WG_SOFTWARE = 8
 ATTN_WG = 32  # invocations per attention workgroup; small, so one decode token still fills several workgroups
-# Invocations per workgroup of the scores kernel (CPU emulators): one SIMD batch of lavapipe, so the 32 position pairs
-# of a 64-position decode make four workgroups for the threads to share, not one.
+# Invocations per workgroup of the scores kernel (CPU emulators): one SIMD batch of lavapipe, so the 16 invocations
+# of a 64-position decode's first pass make two workgroups for the threads to share, not one.
 SCORES_WG = 8
 TOPK_WG = 16  # invocations per top-k scan workgroup; a row has only tens of chunks
 TOPK_MAX = 64

@@ -458,7 +458,8 @@ def attention_cases(ctx: TuneContext) -> list[TuneCase]:
     if c is None or not getattr(c, "n_head", 0):
         return []
     return [TuneCase("attention", key, f"{c.n_head}/{c.n_kv_head}x{c.head_dim} T={tokens} P={ATTENTION_POSITIONS}",
-                     ctx.variants.attention_candidates(key), _attention_trial(ctx, c.n_head, c.n_kv_head, c.head_dim, tokens))
+                     ctx.variants.attention_candidates(key),
+                     _attention_trial(ctx, c.n_head, c.n_kv_head, c.head_dim, tokens))
             for key, tokens in (("decode", 1), ("prefill", min(ctx.prefill_tokens, ATTENTION_POSITIONS)))
             if key == "decode" or tokens > 1]
 

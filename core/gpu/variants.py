@@ -40,7 +40,7 @@ SOFTWARE_MAX_RANGE = 256  # positions one attention invocation may walk on CPU e
 # file, one invocation per (token, up to GROUPED_HEADS heads of one kv group, range), loading each K/V row once for
 # them) and "flash" (attention_flash.wgsl, a workgroup per (token tile, kv group, range) sharing coalesced K/V tile
 # loads), "scores" (attention_scores.wgsl then attention_values.wgsl: every score of a token's heads, then one
-# invocation per four elements of a head's output weighing V, for contexts up to SCORES_MAX_SPAN).
+# invocation per four elements of each head of a kv group weighing V, for contexts up to SCORES_MAX_SPAN).
 ATTENTION_KERNELS = ("invocation", "grouped", "flash", "scores")
 SCORES_MAX_SPAN = 16384  # positions the scores kernel may take (attention_values.wgsl walks them twice)
 GROUPED_HEADS = 4  # query heads one grouped invocation may hold (attention.wgsl writes its head loops out to 4)
