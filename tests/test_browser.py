@@ -119,6 +119,7 @@ def test_element_downloads_loads_and_answers_like_the_native_engine(shared, serv
     ready = wait_event(page, "llm-ready")
     page.screenshot(path=shots / "ready.png")
     assert ready["software"] and not ready["fromCache"]
+    assert ready["python"] == {"start": "boot", "snapshot": "saved"}  # an empty profile: Python boots, once
     assert "slow" in page.locator("llm-chat .warning").inner_text()  # SwiftShader is named as slow
     progress = events(page, "llm-progress")
     for phase in ("download", "load"):
@@ -305,6 +306,7 @@ def test_offline_reload_loads_from_cache_and_answers(shared, server, shots):
         page.reload()
         ready = wait_event(page, "llm-ready")
         assert ready["fromCache"] and ready["requests"] == 0
+        assert ready["python"] == {"start": "snapshot"}  # restored from the first load's snapshot, not booted
         tokens, done = ask(page, "Hi", max_tokens=2)
         page.screenshot(path=shots / "offline.png")
         assert len(tokens) >= 1 and done["finish_reason"] in ("length", "stop")
@@ -320,6 +322,28 @@ def chat_page(page, server) -> None:
     if "/index.html" not in page.url or not events(page, "llm-ready") or events(page, "llm-error"):
         page.goto(f"{server.url}/index.html?model={MODEL}")
         wait_event(page, "llm-ready")
+
+
+def test_a_damaged_python_snapshot_is_refused_and_replaced(shared, server):
+    """Garbage where the snapshot was: the load boots Python instead, says why, answers, and saves a good snapshot
+    that the next load restores."""
+    context, page = shared
+    page.goto(f"{server.url}/index.html?model={MODEL}")
+    wait_event(page, "llm-ready")
+    page.evaluate("""async () => {
+        const root = await navigator.storage.getDirectory();
+        const file = await (await root.getFileHandle("llmchat-python.snapshot")).createWritable();
+        await file.write(new Uint8Array(4096).fill(7));
+        await file.close();
+    }""")
+    page.reload()
+    ready = wait_event(page, "llm-ready")
+    assert ready["python"]["start"] == "boot" and ready["python"]["snapshot"] == "saved", ready["python"]
+    assert "magic" in ready["python"]["refused"], ready["python"]  # Pyodide's own reason
+    tokens, done = ask(page, "Hi", max_tokens=2)
+    assert len(tokens) >= 1 and done["finish_reason"] in ("length", "stop")
+    page.reload()
+    assert wait_event(page, "llm-ready")["python"] == {"start": "snapshot"}
 
 
 def test_a_lost_device_ends_the_reply_with_a_message(shared, server, shots):

@@ -115,7 +115,7 @@ async function load({ model, integrity, context = 2048, profile = null, tune = n
   const phases = {}; // seconds since the load began, at which each step ended (they overlap)
   const at = (name) => { phases[name] = (performance.now() - t0) / 1000; };
   at("gpu_s");
-  const booting = bootPython(pyodideURL, distURL).then((py) => { at("boot_s"); return py; });
+  const booting = bootPython(pyodideURL, distURL).then((started) => { at("boot_s"); return started; });
   booting.catch(() => {}); // awaited below; a failure meanwhile must not surface as unhandled
   const open = (url) => ModelStore.open(url, { integrity: shards.integrity(url, integrity), onProgress: progress });
   store = await open(model);
@@ -134,9 +134,9 @@ async function load({ model, integrity, context = 2048, profile = null, tune = n
     downloading = store.download();
     downloading.catch(() => {});
   }
-  let plan;
+  let plan, python;
   try {
-    pyodide = await booting;
+    ({ py: pyodide, python } = await booting);
     runtime = pyodide.pyimport("llmchat.web.runtime");
     // The profile's numbers live in Python (llmchat/gpu/profiles.py): only its name crosses.
     plan = JSON.parse(await runtime.check.callPromising(store, bridge, context, budget, profile, shards.open));
@@ -161,7 +161,11 @@ async function load({ model, integrity, context = 2048, profile = null, tune = n
   at("gpu_load_s");
   if (loaded.tune_json) await writeFile(tuneFile, loaded.tune_json); // measured now: later loads time nothing
   delete loaded.tune_json;
-  return { ...plan, ...loaded, software, fromCache: store.fromCache,
+  if (python.saving) {
+    python.snapshot = await python.saving; // long done: it was written while the model downloaded and loaded
+    delete python.saving;
+  }
+  return { ...plan, ...loaded, software, fromCache: store.fromCache, python,
     requests: sum(files, "requests"), resumes: sum(files, "resumes"), files: files.length,
     sha256: files.length > 1 ? files.map((s) => s.meta?.sha256 ?? null) : store.meta?.sha256 ?? null, phases,
     gpu: { ...bridge.stats }, engine: engineId,
@@ -178,11 +182,31 @@ async function readFile(name) {
   }
 }
 
-async function writeFile(name, text) {
+async function writeFile(name, data) {
   const root = await navigator.storage.getDirectory();
   const writable = await (await root.getFileHandle(name, { create: true })).createWritable();
-  await writable.write(text);
-  await writable.close();
+  await writable.write(data);
+  await writable.close(); // the file changes only here, whole: a failed write leaves the old one (or none)
+}
+
+// A file at the top of OPFS as bytes, or null where there is none (or no OPFS).
+async function readBytes(name) {
+  try {
+    const root = await navigator.storage.getDirectory();
+    return new Uint8Array(await (await (await root.getFileHandle(name)).getFile()).arrayBuffer());
+  } catch {
+    return null;
+  }
+}
+
+async function writeBytes(name, bytes) {
+  try {
+    await writeFile(name, bytes);
+  } catch (error) {
+    // An empty file from a write that never completed would only be refused next time: remove it.
+    await navigator.storage.getDirectory().then((root) => root.removeEntry(name)).catch(() => {});
+    throw error;
+  }
 }
 
 const GGUF_MAGIC = [0x47, 0x47, 0x55, 0x46]; // "GGUF"
@@ -227,16 +251,41 @@ const shards = {
 
 const sum = (items, key) => items.reduce((n, item) => n + item[key], 0);
 
+// The interpreter as it stands after its boot, saved in OPFS by the first load: later loads restore it instead of
+// booting (Pyodide's memory snapshot; about 31 MB). It holds no package: llmchat is installed after the restore, so
+// a new llmchat needs no new snapshot, and Pyodide refuses one made by another build of itself.
+const PYTHON_SNAPSHOT = "llmchat-python.snapshot";
+
+// Pyodide with llmchat installed, and how it started: `python.start` is "snapshot" (restored) or "boot"; a boot
+// also says whether it saved a snapshot for the next load (`python.snapshot`: "saved", or why not).
 async function bootPython(pyodideURL, distURL) {
   const index = new URL(pyodideURL || distURL, self.location.href).href;
   const ours = new URL(distURL, self.location.href).href;
   try {
     const { loadPyodide } = await import(index + "pyodide.mjs");
     // The lock file and the wheels always come from our origin, wherever the interpreter comes from.
-    const py = await loadPyodide({ indexURL: index, lockFileURL: ours + "pyodide-lock.json", packageBaseUrl: ours,
-      stdout: () => {}, stderr: (text) => console.warn(text) });
+    const options = { indexURL: index, lockFileURL: ours + "pyodide-lock.json", packageBaseUrl: ours,
+      stdout: () => {}, stderr: (text) => console.warn(text) };
+    const python = {};
+    let py = null;
+    const saved = await readBytes(PYTHON_SNAPSHOT);
+    if (saved) {
+      try {
+        py = await loadPyodide({ ...options, _loadSnapshot: saved });
+        python.start = "snapshot";
+      } catch (error) {
+        python.refused = error.message.split("\n")[0]; // another Pyodide build, or a damaged file: boot instead
+      }
+    }
+    if (!py) {
+      py = await loadPyodide({ ...options, _makeSnapshot: true });
+      python.start = "boot";
+      // Taken before any package is loaded: the heap then still fits the memory a restore starts with.
+      python.saving = writeBytes(PYTHON_SNAPSHOT, py.makeMemorySnapshot()).then(() => "saved",
+        (error) => `not saved: ${error.message}`);
+    }
     await py.loadPackage(["llmchat"], { checkIntegrity: true, messageCallback: () => {} });
-    return py;
+    return { py, python };
   } catch (error) {
     throw new ModelError("runtime", `could not start the Python runtime from ${index} (is web/dist built and ` +
       `served?): ${error.message}`);
