@@ -172,24 +172,8 @@ async function load({ model, integrity, context = 2048, profile = null, tune = n
     load_ms: performance.now() - t0 };
 }
 
-// A small file at the top of OPFS (the kernel tuner's results): its text, or null where there is none (or no OPFS).
-async function readFile(name) {
-  try {
-    const root = await navigator.storage.getDirectory();
-    return await (await (await root.getFileHandle(name)).getFile()).text();
-  } catch {
-    return null;
-  }
-}
-
-async function writeFile(name, data) {
-  const root = await navigator.storage.getDirectory();
-  const writable = await (await root.getFileHandle(name, { create: true })).createWritable();
-  await writable.write(data);
-  await writable.close(); // the file changes only here, whole: a failed write leaves the old one (or none)
-}
-
-// A file at the top of OPFS as bytes, or null where there is none (or no OPFS).
+// A file at the top of OPFS (the kernel tuner's results, Python's snapshot) as bytes, or null where there is none
+// (or no OPFS).
 async function readBytes(name) {
   try {
     const root = await navigator.storage.getDirectory();
@@ -199,12 +183,21 @@ async function readBytes(name) {
   }
 }
 
-async function writeBytes(name, bytes) {
+async function readFile(name) {
+  const bytes = await readBytes(name);
+  return bytes && new TextDecoder().decode(bytes);
+}
+
+async function writeFile(name, data) {
+  const root = await navigator.storage.getDirectory();
   try {
-    await writeFile(name, bytes);
+    const writable = await (await root.getFileHandle(name, { create: true })).createWritable();
+    await writable.write(data);
+    await writable.close(); // the file changes here, whole
   } catch (error) {
-    // An empty file from a write that never completed would only be refused next time: remove it.
-    await navigator.storage.getDirectory().then((root) => root.removeEntry(name)).catch(() => {});
+    // A write that fails leaves the old file, or an empty one made for it, which would only be refused: remove that.
+    const file = await root.getFileHandle(name).then((handle) => handle.getFile(), () => null);
+    if (file?.size === 0) await root.removeEntry(name).catch(() => {});
     throw error;
   }
 }
@@ -281,7 +274,7 @@ async function bootPython(pyodideURL, distURL) {
       py = await loadPyodide({ ...options, _makeSnapshot: true });
       python.start = "boot";
       // Taken before any package is loaded: the heap then still fits the memory a restore starts with.
-      python.saving = writeBytes(PYTHON_SNAPSHOT, py.makeMemorySnapshot()).then(() => "saved",
+      python.saving = writeFile(PYTHON_SNAPSHOT, py.makeMemorySnapshot()).then(() => "saved",
         (error) => `not saved: ${error.message}`);
     }
     await py.loadPackage(["llmchat"], { checkIntegrity: true, messageCallback: () => {} });
