@@ -98,8 +98,9 @@ def test_bench_roofline_fractions_and_shares(bench_roofline):
     limit = 8.0 if "texture" in bench_roofline["weights_read_from"] else 1.5
     for value in (step["fraction"], step["weight_fraction"], r["decode"]["weight_fraction"]):
         assert 0 < value <= limit, r
-    # One family's weights may sit in a CPU cache (a layer of SmolLM2 is 0.5 MB), so per kernel only sanity.
-    assert all(_finite_positive(k["fraction"]) and k["fraction"] <= 4 for k in r["kernels"]), r["kernels"]
+    # One family's weights may sit in a CPU cache (a layer of SmolLM2 is 0.5 MB), so per kernel only sanity, with
+    # the same allowance for texture reads as the step's.
+    assert all(_finite_positive(k["fraction"]) and k["fraction"] <= 2 * limit + 1 for k in r["kernels"]), r["kernels"]
     # Families are timed apart from the step, on a machine shared with other work: their shares add up to about 1.
     assert 0.6 <= sum(k["share"] for k in r["kernels"]) <= 1.6, r
     assert step["weight_bytes"] == sum(k["weight_bytes"] for k in r["kernels"])
