@@ -23,7 +23,6 @@ const QH: u32 = {{QH}}u;    // query heads per invocation (1 to 4, of one kv gro
 const WG: u32 = {{WG}}u;
 const MIN_RANGE: u32 = {{MIN_RANGE}}u;  // fewest positions worth a range of their own
 const LANE_TOKENS: u32 = 8u;  // consecutive tokens kept together when token slots are reordered (token_order.wgsl)
-const NEG: f32 = -3.4028234663852886e38;
 
 // Head hh of the invocation's at [hh * HD4, (hh + 1) * HD4). Loops over heads are written out under `if (QH > hh)`
 // on a constant: lavapipe counts every loop iteration of an invocation against one limit (about 65,535, then it

@@ -27,7 +27,6 @@ const TP: u32 = {{TP}}u;    // positions per tile
 const MIN_RANGE: u32 = {{MIN_RANGE}}u;  // fewest positions worth a range of their own
 const ROWS: u32 = TT * QH;  // query rows per workgroup
 const OUTS: u32 = (ROWS * HD4 + WG - 1u) / WG;  // output vec4s per lane
-const NEG: f32 = -3.4028234663852886e38;
 
 var<workgroup> qs: array<vec4<f32>, ROWS * HD4>;  // the query rows, pre-scaled
 var<workgroup> kv: array<vec4<f32>, TP * HD4>;   // the tile's K rows, then its V rows

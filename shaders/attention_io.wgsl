@@ -29,6 +29,8 @@ struct Step {
 @group(0) @binding(6) var<storage, read> block_table: array<u32>;
 @group(0) @binding(7) var<storage, read_write> dst: array<vec4<f32>>;
 
+const NEG: f32 = -3.4028234663852886e38;  // -FLT_MAX: the score of a position no token may see
+
 // The first position a token at `pos` sees, and how many it sees (itself included).
 fn visible(pos: u32) -> vec2<u32> {
     var lo = 0u;

@@ -13,7 +13,6 @@ const HD4: u32 = {{HD4}}u;  // head_dim / 4
 const QH: u32 = {{QH}}u;    // query heads per invocation (1 to 4, of one kv group): they share every K load
 const WG: u32 = {{WG}}u;
 const POS: u32 = 4u;  // positions per invocation
-const NEG: f32 = -3.4028234663852886e38;
 
 // The scores of one position from its dot products: column hh of `d` holds head hh's four partial sums.
 fn finish_scores(d: mat4x4<f32>, row: u32) -> vec4<f32> {

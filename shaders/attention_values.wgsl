@@ -14,7 +14,6 @@
 const HD4: u32 = {{HD4}}u;  // head_dim / 4
 const QH: u32 = {{QH}}u;    // query heads per score record (attention_scores.wgsl)
 const WG: u32 = {{WG}}u;
-const NEG: f32 = -3.4028234663852886e38;
 
 @compute @workgroup_size(WG)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
