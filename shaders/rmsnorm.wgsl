@@ -1,6 +1,8 @@
 // y[t, seg] = x[t, seg] / sqrt(mean(x[t, seg]^2) + eps) * g for every segment `seg` of `dim` elements.
 // A token row holds `groups` consecutive segments starting at column `offset`: one segment is the usual
-// whole-row norm, several are per-head norms (the q/k norms of qwen3 and gemma3), all sharing the weight g.
+// whole-row norm, several are per-head norms. Segments from `split` on take their weight from g2 instead of g, so
+// the q and k heads of a token (adjacent in its qkv row, each with its own norm weight) take one dispatch, not two:
+// on CPU emulators every dispatch costs tens of microseconds whatever its size.
 // One workgroup normalises one segment of one token. Each invocation sums the squares of a strided share and
 // leaves it in workgroup memory; after a single barrier every invocation adds up all the shares itself, in the
 // same order, so it needs one barrier instead of a log2(WG) tree (barriers are what CPU emulators pay for).
@@ -17,6 +19,7 @@ struct Params {
     x_stride: u32,  // elements between consecutive tokens in x
     y_stride: u32,  // elements between consecutive tokens in y
     eps: f32,       // added to the mean square
+    split: u32,     // first segment normalised with g2 (`groups` when g2 is not used)
 }
 
 struct Step {
@@ -28,6 +31,7 @@ struct Step {
 @group(0) @binding(2) var<storage, read> g: array<f32>;
 @group(0) @binding(3) var<storage, read_write> y: array<f32>;
 @group(0) @binding(4) var<storage, read> x: array<f32>;  // a stand-in when normalising in place
+@group(0) @binding(5) var<storage, read> g2: array<f32>;  // g again when every segment takes g
 
 const WG: u32 = {{WG}}u;
 const ADD: bool = {{ADD}};
@@ -59,7 +63,7 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
     for (var i = lid; i < p.dim; i += WG) {
         var v = {{SRC}}[src + i] * r;
         if (WEIGHTED) {
-            v *= g[i];
+            v *= select(g[i], g2[i], wid.x >= p.split);
         }
         if (ADD) {
             y[dst + i] += v;

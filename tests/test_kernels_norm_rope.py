@@ -89,6 +89,26 @@ def test_rmsnorm_per_head_in_place(gpu: Gpu, rng):
     assert_close(gpu.read(qa), want, rel=NORM_REL, abs_=0.0)
 
 
+@pytest.mark.parametrize("n_head,n_kv,hd", [(4, 2, 64), (4, 1, 256), (9, 3, 64), (1, 1, 8)])
+def test_qk_norm_gives_q_and_k_heads_their_own_weights(gpu: Gpu, rng, n_head: int, n_kv: int, hd: int):
+    """qk_norm: every q head normalised with the q weight and every k head with the k weight in one dispatch,
+    in place; v untouched."""
+    n_tokens = 3
+    qkv = f32(rng.standard_normal((n_tokens, (n_head + 2 * n_kv) * hd)) * rng.uniform(0.1, 10, (n_tokens, 1)))
+    gq, gk = f32(rng.standard_normal(hd)), f32(rng.standard_normal(hd))
+    rec = gpu.recorder(n_tokens)
+    qa = gpu.act(rec, "qkv", qkv)
+    ops.qk_norm(rec, qa, upload(gpu, gq.astype(np.float32), "q_norm"), upload(gpu, gk.astype(np.float32), "k_norm"),
+                1e-6, head_dim=hd, n_head=n_head, n_kv_head=n_kv)
+    assert len(rec.dispatches) == 1
+    gpu.run(rec)
+    want = qkv.copy()
+    for heads, start, g in ((n_head, 0, gq), (n_kv, n_head * hd, gk)):
+        part = slice(start, start + heads * hd)
+        want[:, part] = ref.rmsnorm(qkv[:, part].reshape(n_tokens, heads, hd), g, 1e-6).reshape(n_tokens, -1)
+    assert_close(gpu.read(qa), want, rel=NORM_REL, abs_=0.0)
+
+
 def test_rmsnorm_adds_into_the_residual_stream(gpu: Gpu, rng):
     """Gemma's post-norms: y += rmsnorm(x) * g, rows past the step untouched."""
     n_tokens, dim = 3, 640

@@ -159,7 +159,20 @@ def rmsnorm(rec: Recorder, x: Act, weight: Weight | Buffer | None, y: Act, eps: 
     """y = x / sqrt(mean(x^2) + eps) * weight over each of `groups` segments of `dim` elements (default: the whole
     row) starting at column `offset` of every token; several segments give per-head norms. `y` may be `x`.
     With `add` the result is added into y (y += ...), which cannot be done in place. `weight` None: no weight."""
-    dim = x.cols if dim is None else dim
+    _rmsnorm(rec, x, weight, None, y, eps, dim=x.cols if dim is None else dim, groups=groups, split=groups,
+             offset=offset, add=add)
+
+
+def qk_norm(rec: Recorder, qkv: Act, q_weight: Weight | Buffer, k_weight: Weight | Buffer, eps: float, *,
+            head_dim: int, n_head: int, n_kv_head: int) -> None:
+    """The per-head RMSNorms of q and k (Qwen3, Gemma 3) in place in `qkv`, whose rows start with the q heads and
+    then the k heads: one dispatch for both."""
+    _rmsnorm(rec, qkv, q_weight, k_weight, qkv, eps, dim=head_dim, groups=n_head + n_kv_head, split=n_head)
+
+
+def _rmsnorm(rec: Recorder, x: Act, weight: Weight | Buffer | None, weight2: Weight | Buffer | None, y: Act,
+             eps: float, *, dim: int, groups: int, split: int, offset: int = 0, add: bool = False) -> None:
+    """rmsnorm over `groups` segments, those from `split` on weighted by `weight2`."""
     if offset + groups * dim > min(x.cols, y.cols):
         raise ValueError(f"rmsnorm of {groups} x {dim} elements at column {offset} overruns rows of {x.cols}/{y.cols}")
     in_place = x.buffer is y.buffer
@@ -170,12 +183,14 @@ def rmsnorm(rec: Recorder, x: Act, weight: Weight | Buffer | None, y: Act, eps: 
     wg = NORM_WG_SOFTWARE if rec.device.info.software else NORM_WG
     kernel = rec.kernels.get("rmsnorm.wgsl", WG=wg, SRC="y" if in_place else "x", ADD=_wgsl_bool(add),
                              WEIGHTED=_wgsl_bool(weight is not None))
-    params = rec.params("rmsnorm", "5If", dim, groups, offset, x.cols, y.cols, eps)
+    params = rec.params("rmsnorm", "5IfI", dim, groups, offset, x.cols, y.cols, eps, split)
     # In place, `x` is not read; a stand-in keeps the layout (binding y twice would alias a writable binding).
     g = rec.empty() if weight is None else _vector(weight, dim, "norm weight")
-    bindings = (params, rec.step, g, y.buffer, rec.empty() if in_place else x.buffer)
+    g2 = g if weight2 is None else _vector(weight2, dim, "norm weight")
+    bindings = (params, rec.step, g, y.buffer, rec.empty() if in_place else x.buffer, g2)
     size = x.rows * groups * dim * F32
-    rec.add(kernel, bindings, (groups, x.rows, 1), Traffic(reads=size * (2 if add else 1) + dim * F32, writes=size))
+    reads = size * (2 if add else 1) + dim * F32 * (1 if weight2 is None else 2)
+    rec.add(kernel, bindings, (groups, x.rows, 1), Traffic(reads=reads, writes=size))
 
 
 def rope_turns(rope_dim: int, freq_base: float, freq_scale: float = 1.0) -> list[int]:

@@ -136,9 +136,8 @@ class Gemma3:
         for i, blk in enumerate(self.blk):
             local = c.local_layers[i]
             project(rec, blk.attn_qkv, x, qkv, norm=norm(x, blk.attn_norm))
-            ops.rmsnorm(rec, qkv, blk.attn_q_norm, qkv, c.norm_eps, dim=c.head_dim, groups=c.n_head)
-            ops.rmsnorm(rec, qkv, blk.attn_k_norm, qkv, c.norm_eps, dim=c.head_dim, groups=c.n_kv_head,
-                        offset=c.q_dim)
+            ops.qk_norm(rec, qkv, blk.attn_q_norm, blk.attn_k_norm, c.norm_eps, head_dim=c.head_dim,
+                        n_head=c.n_head, n_kv_head=c.n_kv_head)
             ops.rope_store(rec, qkv, acts.tokens, kv.k[i], kv.v[i], kv.table, n_head=c.n_head,
                            n_kv_head=c.n_kv_head, head_dim=c.head_dim, rope_dim=c.rope_dim,
                            freq_base=c.rope_base_local if local else c.rope_base,

@@ -253,10 +253,12 @@ class Gemma4:
             qkv = Act(acts.qkv.buffer, rows, c.qkv_width(i))
             attn = Act(acts.attn.buffer, rows, q_dim)
             project(rec, blk.attn_qkv, x, qkv, norm=norm(x, blk.attn_norm))
-            ops.rmsnorm(rec, qkv, blk.attn_q_norm, qkv, c.norm_eps, dim=hd, groups=c.n_head)
             if src == i:
-                ops.rmsnorm(rec, qkv, blk.attn_k_norm, qkv, c.norm_eps, dim=hd, groups=n_kv, offset=q_dim)
+                ops.qk_norm(rec, qkv, blk.attn_q_norm, blk.attn_k_norm, c.norm_eps, head_dim=hd, n_head=c.n_head,
+                            n_kv_head=n_kv)
                 ops.rmsnorm(rec, qkv, None, qkv, c.norm_eps, dim=hd, groups=n_kv, offset=q_dim + n_kv * hd)
+            else:
+                ops.rmsnorm(rec, qkv, blk.attn_q_norm, qkv, c.norm_eps, dim=hd, groups=c.n_head)
             ops.rope_store(rec, qkv, acts.tokens, kv.k[src], kv.v[src], kv.table, n_head=c.n_head, n_kv_head=n_kv,
                            head_dim=hd, rope_dim=c.rope_dim_local if local else c.rope_dim,
                            freq_base=c.rope_base_local if local else c.rope_base,

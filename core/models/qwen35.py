@@ -277,9 +277,8 @@ class Qwen35:
             else:
                 project(rec, mix.attn_qkv, x, qkv, norm=h)
                 project(rec, mix.attn_gate, x, acts.gate, norm=h)
-                ops.rmsnorm(rec, qkv, mix.attn_q_norm, qkv, c.norm_eps, dim=c.head_dim, groups=c.n_head)
-                ops.rmsnorm(rec, qkv, mix.attn_k_norm, qkv, c.norm_eps, dim=c.head_dim, groups=c.n_kv_head,
-                            offset=c.q_dim)
+                ops.qk_norm(rec, qkv, mix.attn_q_norm, mix.attn_k_norm, c.norm_eps, head_dim=c.head_dim,
+                            n_head=c.n_head, n_kv_head=c.n_kv_head)
                 ops.rope_store(rec, qkv, acts.tokens, kv.k[i], kv.v[i], kv.table, n_head=c.n_head,
                                n_kv_head=c.n_kv_head, head_dim=c.head_dim, rope_dim=c.rope_dim,
                                freq_base=c.rope_base, freq_scale=c.rope_freq_scale, neox=True,
