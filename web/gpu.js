@@ -35,6 +35,12 @@ export async function requestGPU() {
   return new GPUBridge(adapter, device);
 }
 
+// [name, WGSL text, binding kinds, pipeline constants]: one kernel, as GPUBridge.kernel takes it.
+const isSpec = (spec) => Array.isArray(spec) && spec.length === 4 && typeof spec[0] === "string" &&
+  typeof spec[1] === "string" && Array.isArray(spec[2]) && spec[2].every((k) => typeof k === "string") &&
+  spec[3] !== null && typeof spec[3] === "object" && !Array.isArray(spec[3]) &&
+  Object.values(spec[3]).every((v) => typeof v === "number" || typeof v === "boolean");
+
 export class GPUBridge {
   constructor(adapter, device) {
     this.adapter = adapter;
@@ -45,8 +51,13 @@ export class GPUBridge {
     this.programs = [null];
     this.lostReason = null; // null while the device is alive; the browser's message afterwards
     // Where load time goes: pipeline compilation (wall time of each parallel batch, summed) and weight upload.
+    // prepared: kernels created from a list saved by an earlier load before Python asked (see prepare);
+    // prepared_used: Python's requests that one of them served.
     this.stats = { kernels: 0, compile_ms: 0, uploads: 0, upload_bytes: 0, upload_ms: 0, programs: 0, replays: 0,
-      replay_ms: 0 };
+      replay_ms: 0, requested: 0, prepared: 0, prepared_used: 0 };
+    this.kernelIds = new Map(); // JSON of [name, code, kinds, constants] → kernel id: the same WGSL compiles once
+    this.preparing = new Map(); // key → spec: prepared kernels not started yet, in order (see prepare)
+    this.asked = []; // the specs Python asked for, in order, once each: what a later load may prepare
     this.checks = []; // pending error scopes (see #check)
     this.uploads = Promise.resolve(); // weight uploads and the work queued behind them, in order (see writeFrom)
     this.uploading = 0; // how many of those have not finished
@@ -135,15 +146,79 @@ export class GPUBridge {
 
   // Start compiling WGSL into a pipeline with an explicit layout (binding kinds from the shader text, see
   // kernels.py) and return its id at once: pipelines compile in parallel, and program() waits for the ones it uses.
+  // A kernel already made with the same text, kinds and constants (by prepare, usually) is reused.
   kernel(name, code, kinds, constants) {
     this.#alive();
+    this.stats.requested++;
+    this.#prepareRest();
+    const spec = [name, code, [...kinds], { ...constants }];
+    const key = JSON.stringify(spec);
+    let id = this.kernelIds.get(key);
+    if (id === undefined) id = this.#create(key, spec);
+    const kernel = this.kernels[id];
+    if (!kernel.asked) {
+      kernel.asked = true;
+      this.asked.push(spec);
+    }
+    if (kernel.prepared) this.stats.prepared_used++;
+    return id;
+  }
+
+  // Compile the kernels a previous load asked for (specs as `asked` holds them) before Python asks again: the WGSL
+  // a model needs on an adapter does not change between loads, so its pipelines can compile while Python starts.
+  // One at a time until Python asks for its first kernel, then all the rest at once: where the GPU is emulated on
+  // the CPU (SwiftShader), a burst of compiles would take every core from Python's start and gain nothing. The
+  // list comes from storage and may be anything: a spec that is not one is skipped, and a kernel that fails to
+  // compile says so only if Python asks for it (its program reports the error, as always). Returns how many.
+  prepare(specs) {
+    if (!Array.isArray(specs)) return 0;
+    const before = this.preparing.size;
+    for (const spec of specs) {
+      if (!isSpec(spec)) continue;
+      const key = JSON.stringify(spec);
+      if (!this.kernelIds.has(key)) this.preparing.set(key, spec);
+    }
+    const added = this.preparing.size - before;
+    if (!before) this.#prepareNext();
+    return added;
+  }
+
+  #prepareNext() {
+    const [first] = this.preparing;
+    if (!first || this.lostReason !== null) return;
+    const kernel = this.#prepareOne(...first);
+    if (kernel) kernel.ready.catch(() => {}).finally(() => this.#prepareNext());
+    else this.#prepareNext();
+  }
+
+  #prepareRest() {
+    for (const entry of [...this.preparing]) this.#prepareOne(...entry);
+  }
+
+  #prepareOne(key, spec) {
+    this.preparing.delete(key);
+    if (this.kernelIds.has(key) || this.lostReason !== null) return null;
+    this.device.pushErrorScope("validation"); // a damaged layout must not reach the console as uncaptured
+    let kernel = null;
+    try {
+      kernel = this.kernels[this.#create(key, spec)];
+      kernel.prepared = true;
+      this.stats.prepared++;
+    } catch {
+      // a value WebGPU refuses outright (a binding kind it does not know): skipped
+    }
+    this.device.popErrorScope().catch(() => {});
+    return kernel;
+  }
+
+  #create(key, [name, code, kinds, constants]) {
     const t0 = performance.now();
     const module = this.device.createShaderModule({ code, label: name });
     const layout = this.device.createBindGroupLayout({
       label: name,
       entries: kinds.map((type, binding) => ({ binding, visibility: GPUShaderStage.COMPUTE, buffer: { type } })),
     });
-    const kernel = { name, layout, pipeline: null };
+    const kernel = { name, layout, pipeline: null, prepared: false, asked: false };
     kernel.ready = this.device.createComputePipelineAsync({
       label: name,
       layout: this.device.createPipelineLayout({ bindGroupLayouts: [layout], label: name }),
@@ -161,7 +236,9 @@ export class GPUBridge {
     kernel.ready.catch(() => {}).finally(() => { // errors are reported by the program that uses the kernel
       if (--this.compiling === 0) this.stats.compile_ms += performance.now() - this.compileStart;
     });
-    return this.kernels.push(kernel) - 1;
+    const id = this.kernels.push(kernel) - 1;
+    this.kernelIds.set(key, id);
+    return id;
   }
 
   // Build the bind groups of a recorded dispatch list once; see BrowserDevice.program for the flat layout.
