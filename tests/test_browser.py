@@ -346,6 +346,80 @@ def test_a_damaged_python_snapshot_is_refused_and_replaced(shared, server):
     assert wait_event(page, "llm-ready")["python"] == {"start": "snapshot"}
 
 
+KERNELS_FILE = "llmchat-kernels.json"
+
+
+def _kernels_file(page):
+    return page.evaluate(f"""async () => {{
+        const root = await navigator.storage.getDirectory();
+        const file = await (await root.getFileHandle({KERNELS_FILE!r})).getFile();
+        return await file.text();
+    }}""")
+
+
+def test_a_second_load_prepares_its_kernels_before_python_asks(shared, server):
+    """The kernels a load asked for are kept in OPFS; the next load of the model starts compiling them before Python
+    starts, every kernel Python asks for is one of them, and the answer is the same."""
+    context, page = shared
+    server.pages["/kernels.html"] = """<!doctype html><script type="module">
+      import { createEngine } from "/llm-chat.js";
+      const engine = await createEngine({ model: "%s" });
+      let text = "";
+      const ids = [];
+      for await (const chunk of await engine.completions.create(
+          { prompt: %s, max_tokens: 3, stream: true, ignore_eos: true })) {
+        text += chunk.choices[0].text;
+        if ("token" in (chunk.llmchat || {})) ids.push(chunk.llmchat.token);
+      }
+      window.result = { text, ids, info: engine.info };
+    </script>""" % (MODEL, json.dumps(GOLDEN["prompts"][0]["text"]))
+    page.goto(f"{server.url}/kernels.html")
+    page.wait_for_function("window.result", timeout=TIMEOUT)
+    first = page.evaluate("window.result")
+    stored = json.loads(_kernels_file(page))
+    assert isinstance(stored, dict) and 1 <= len(stored) <= 4
+    specs = next(v for k, v in stored.items() if MODEL in k)
+    assert len(specs) == first["info"]["gpu"]["requested"] > 0
+    assert all(isinstance(name, str) and "fn main" in code for name, code, _, _ in specs)
+    page.reload()
+    page.wait_for_function("window.result", timeout=TIMEOUT)
+    again = page.evaluate("window.result")
+    info, gpu = again["info"], again["info"]["gpu"]
+    assert info["kernels"] == {"prepared": len(specs), "file": "unchanged"}, info["kernels"]
+    assert gpu["prepared"] == gpu["prepared_used"] == gpu["requested"] == len(specs), gpu
+    assert again["ids"] == first["ids"] == GOLDEN["prompts"][0]["greedy_ids"][:3]
+    assert again["text"] == first["text"]
+
+
+@pytest.mark.parametrize("damage", ["garbage", "wrong-shape"])
+def test_a_damaged_kernels_file_is_ignored_and_replaced(shared, server, damage):
+    """Garbage, or JSON that is not {key: [kernel, ...]}, where the kernels file was: the load prepares nothing,
+    says why, succeeds, and writes a good file that the next load prepares from."""
+    context, page = shared
+    page.goto(f"{server.url}/index.html?model={MODEL}")
+    wait_event(page, "llm-ready")
+    content = "new Uint8Array(4096).fill(7)" if damage == "garbage" else \
+        "JSON.stringify({key: {name: 'x'}, other: [[1, 2, 3, 4]]})"
+    page.evaluate(f"""async () => {{
+        const root = await navigator.storage.getDirectory();
+        const file = await (await root.getFileHandle({KERNELS_FILE!r}, {{ create: true }})).createWritable();
+        await file.write({content});
+        await file.close();
+    }}""")
+    page.reload()
+    ready = wait_event(page, "llm-ready")
+    assert ready["kernels"]["prepared"] == 0 and ready["kernels"]["file"] == "saved", ready["kernels"]
+    assert ready["kernels"]["refused"], ready["kernels"]
+    assert ready["gpu"]["prepared"] == ready["gpu"]["prepared_used"] == 0
+    tokens, done = ask(page, "Hi", max_tokens=2)
+    assert len(tokens) >= 1 and done["finish_reason"] in ("length", "stop")
+    stored = json.loads(_kernels_file(page))
+    assert list(stored) == [k for k in stored if MODEL in k] and len(stored) == 1
+    page.reload()
+    ready = wait_event(page, "llm-ready")
+    assert ready["kernels"]["prepared"] == ready["gpu"]["prepared_used"] == ready["gpu"]["requested"] > 0
+
+
 def test_a_lost_device_ends_the_reply_with_a_message(shared, server, shots):
     context, page = shared
     chat_page(page, server)

@@ -23,7 +23,8 @@
 // Order of a first load: open WebGPU (no GPU, no download), then boot Pyodide while the model's first megabyte
 // arrives, check the storage quota and download the rest into OPFS (model-store.js) while Pyodide still boots,
 // judge the model from its header against the adapter's limits as soon as Python is up (stopping the download if
-// it cannot run), and stream it into GPU buffers. Later loads find the file in OPFS.
+// it cannot run), and stream it into GPU buffers. Later loads find the file in OPFS, and start compiling the
+// kernels the previous load asked for as soon as WebGPU is open (KERNELS_FILE).
 
 import { isSoftwareAdapter } from "./adapter.js";
 import { requestGPU } from "./gpu.js";
@@ -107,6 +108,7 @@ async function load({ model, integrity, context = 2048, profile = null, tune = n
       "WebGPU runs on the CPU here (" + (adapter.architecture || adapter.description || "software") + "), so " +
       "the model will answer slowly, a few words per second." });
   }
+  const kernels = await prepareKernels(kernelKey(model, context, profile, adapter));
   post({ type: "status", text: "Starting Python and reading the model header" });
   const progress = (p) => post({ type: "progress", ...p, ...shards.totals(p.phase) });
   // Nothing that can run waits: Pyodide boots while the header arrives, and the weights download while it boots.
@@ -161,6 +163,7 @@ async function load({ model, integrity, context = 2048, profile = null, tune = n
   at("gpu_load_s");
   if (loaded.tune_json) await writeFile(tuneFile, loaded.tune_json); // measured now: later loads time nothing
   delete loaded.tune_json;
+  kernels.file = await saveKernels(kernels);
   if (python.saving) {
     python.snapshot = await python.saving; // long done: it was written while the model downloaded and loaded
     delete python.saving;
@@ -168,11 +171,11 @@ async function load({ model, integrity, context = 2048, profile = null, tune = n
   return { ...plan, ...loaded, software, fromCache: store.fromCache, python,
     requests: sum(files, "requests"), resumes: sum(files, "resumes"), files: files.length,
     sha256: files.length > 1 ? files.map((s) => s.meta?.sha256 ?? null) : store.meta?.sha256 ?? null, phases,
-    gpu: { ...bridge.stats }, engine: engineId,
+    kernels: kernels.report(), gpu: { ...bridge.stats }, engine: engineId,
     load_ms: performance.now() - t0 };
 }
 
-// A file at the top of OPFS (the kernel tuner's results, Python's snapshot) as bytes, or null where there is none
+// A file at the top of OPFS (the kernel tuner's results, the kernel list, Python's snapshot) as bytes, or null where there is none
 // (or no OPFS).
 async function readBytes(name) {
   try {
@@ -199,6 +202,54 @@ async function writeFile(name, data) {
     const file = await root.getFileHandle(name).then((handle) => handle.getFile(), () => null);
     if (file?.size === 0) await root.removeEntry(name).catch(() => {});
     throw error;
+  }
+}
+
+// The kernels each load asked the GPU bridge for, kept in OPFS: {key: [spec, ...]} (gpu.js prepare), most recent
+// load last. The WGSL a model needs on an adapter is the same from one load to the next, so a later load starts
+// compiling it as soon as WebGPU is open, while Python starts, instead of when Python asks. A list that no longer
+// matches (a new llmchat, the tuner choosing other variants) costs a few useless compiles once and is replaced.
+const KERNELS_FILE = "llmchat-kernels.json";
+const KERNELS_KEPT = 4; // models x adapters x contexts: a few, so the file cannot grow without bound
+
+// What the kernels depend on besides llmchat itself (the adapter description holds its limits and features).
+const kernelKey = (model, context, profile, adapter) =>
+  JSON.stringify([new URL(model, self.location.href).href, context, profile, adapter]);
+
+// Prepare the stored list for `key`; anything unreadable is ignored (and replaced by saveKernels).
+async function prepareKernels(key) {
+  const state = { key, entries: {}, stored: null, prepared: 0, refused: null,
+    report() { return { prepared: this.prepared, ...(this.refused && { refused: this.refused }), file: this.file }; } };
+  const text = await readFile(KERNELS_FILE);
+  if (text === null) return state;
+  try {
+    const entries = JSON.parse(text);
+    if (!entries || typeof entries !== "object" || Array.isArray(entries) ||
+        !Object.values(entries).every(Array.isArray)) throw new Error("not a {key: [kernel, ...]} object");
+    state.entries = entries;
+  } catch (error) {
+    state.refused = error.message;
+    return state;
+  }
+  state.stored = state.entries[key] ?? null;
+  if (state.stored) state.prepared = bridge.prepare(state.stored);
+  return state;
+}
+
+// Keep the kernels this load asked for, if they differ from what was prepared. Says "saved", "unchanged" or why
+// not saved: a write that fails costs the next load its head start, not this load.
+async function saveKernels({ key, entries, stored, refused }) {
+  const asked = bridge.asked;
+  if (!refused && stored && JSON.stringify(stored) === JSON.stringify(asked)) return "unchanged";
+  delete entries[key]; // re-added last: the oldest entries go first
+  entries[key] = asked;
+  const keys = Object.keys(entries);
+  for (const old of keys.slice(0, Math.max(0, keys.length - KERNELS_KEPT))) delete entries[old];
+  try {
+    await writeFile(KERNELS_FILE, JSON.stringify(entries));
+    return "saved";
+  } catch (error) {
+    return `not saved: ${error.message}`;
   }
 }
 
