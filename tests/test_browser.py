@@ -420,6 +420,31 @@ def test_a_damaged_kernels_file_is_ignored_and_replaced(shared, server, damage):
     assert ready["kernels"]["prepared"] == ready["gpu"]["prepared_used"] == ready["gpu"]["requested"] > 0
 
 
+def test_stored_kernels_that_fail_to_compile_are_not_reported_unless_asked_for(shared, server):
+    """A kernel in the stored list that does not compile, and that Python never asks for, costs nothing but its
+    compile: the load succeeds, and the list is rewritten without it."""
+    context, page = shared
+    page.goto(f"{server.url}/index.html?model={MODEL}")
+    wait_event(page, "llm-ready")
+    stored = json.loads(_kernels_file(page))
+    key = next(k for k in stored if MODEL in k)
+    asked = list(stored[key])
+    stored[key] = [["broken", "fn main( {", ["storage"], {}]] + asked
+    page.evaluate("""async ([name, text]) => {
+        const root = await navigator.storage.getDirectory();
+        const file = await (await root.getFileHandle(name)).createWritable();
+        await file.write(text);
+        await file.close();
+    }""", [KERNELS_FILE, json.dumps(stored)])
+    page.reload()
+    ready = wait_event(page, "llm-ready")
+    assert ready["kernels"] == {"prepared": len(asked) + 1, "file": "saved"}, ready["kernels"]
+    assert ready["gpu"]["prepared"] == len(asked) + 1 and ready["gpu"]["prepared_used"] == len(asked)
+    tokens, done = ask(page, "Hi", max_tokens=2)
+    assert len(tokens) >= 1 and done["finish_reason"] in ("length", "stop")
+    assert json.loads(_kernels_file(page))[key] == asked
+
+
 def test_a_lost_device_ends_the_reply_with_a_message(shared, server, shots):
     context, page = shared
     chat_page(page, server)
