@@ -371,7 +371,7 @@ def test_a_second_load_prepares_its_kernels_before_python_asks(shared, server):
         text += chunk.choices[0].text;
         if ("token" in (chunk.llmchat || {})) ids.push(chunk.llmchat.token);
       }
-      window.result = { text, ids, info: engine.info };
+      window.result = { text, ids, info: engine.info, after: await engine.gpuStats() };
     </script>""" % (MODEL, json.dumps(GOLDEN["prompts"][0]["text"]))
     page.goto(f"{server.url}/kernels.html")
     page.wait_for_function("window.result", timeout=TIMEOUT)
@@ -380,6 +380,8 @@ def test_a_second_load_prepares_its_kernels_before_python_asks(shared, server):
     assert isinstance(stored, dict) and 1 <= len(stored) <= 4
     specs = next(v for k, v in stored.items() if MODEL in k)
     assert len(specs) == first["info"]["gpu"]["requested"] > 0
+    # The load compiled the prompt step's and greedy sampling's kernels too: the reply needed none of its own.
+    assert first["after"]["requested"] == first["info"]["gpu"]["requested"], (first["after"], first["info"]["gpu"])
     assert all(isinstance(name, str) and "fn main" in code for name, code, _, _ in specs)
     page.reload()
     page.wait_for_function("window.result", timeout=TIMEOUT)
