@@ -161,7 +161,10 @@ async function load({ model, integrity, context = 2048, profile = null, tune = n
     await readFile(tuneFile)));
   await bridge.settled(); // the last weights may still be on their way (gpu.js writeFrom)
   at("gpu_load_s");
-  if (loaded.tune_json) await writeFile(tuneFile, loaded.tune_json); // measured now: later loads time nothing
+  if (loaded.tune_json) { // measured now: later loads time nothing, unless the write fails (this load stands)
+    await writeFile(tuneFile, loaded.tune_json).catch((error) => post({ type: "warning", code: "tune-not-saved",
+      message: `the kernel tuner's results could not be stored (${error.message}); the next load measures again` }));
+  }
   delete loaded.tune_json;
   kernels.file = await saveKernels(kernels);
   if (python.saving) {
@@ -175,8 +178,8 @@ async function load({ model, integrity, context = 2048, profile = null, tune = n
     load_ms: performance.now() - t0 };
 }
 
-// A file at the top of OPFS (the kernel tuner's results, the kernel list, Python's snapshot) as bytes, or null where there is none
-// (or no OPFS).
+// A file at the top of OPFS (the kernel tuner's results, the kernel list, Python's snapshot) as bytes, or null
+// where there is none (or no OPFS).
 async function readBytes(name) {
   try {
     const root = await navigator.storage.getDirectory();
