@@ -447,6 +447,30 @@ def test_stored_kernels_that_fail_to_compile_are_not_reported_unless_asked_for(s
     assert json.loads(_kernels_file(page))[key] == asked
 
 
+def test_a_stale_kernel_list_stops_being_prepared_at_pythons_first_request(shared, server):
+    """A stored list none of whose kernels Python asks for (as after an upgrade of llmchat): only the kernel being
+    compiled when Python first asks is spent on it, the rest is dropped rather than queued ahead of the kernels
+    asked for, and the list is replaced."""
+    context, page = shared
+    page.goto(f"{server.url}/index.html?model={MODEL}")
+    wait_event(page, "llm-ready")
+    stored = json.loads(_kernels_file(page))
+    key = next(k for k in stored if MODEL in k)
+    asked = list(stored[key])
+    stored[key] = [[name, code + "\n// an older build", kinds, constants] for name, code, kinds, constants in asked]
+    page.evaluate("""async ([name, text]) => {
+        const root = await navigator.storage.getDirectory();
+        const file = await (await root.getFileHandle(name)).createWritable();
+        await file.write(text);
+        await file.close();
+    }""", [KERNELS_FILE, json.dumps(stored)])
+    page.reload()
+    ready = wait_event(page, "llm-ready")
+    assert ready["kernels"]["file"] == "saved" and ready["gpu"]["prepared_used"] == 0, ready
+    assert 1 <= ready["gpu"]["prepared"] < len(asked) // 2, ready["gpu"]
+    assert json.loads(_kernels_file(page))[key] == asked
+
+
 def test_a_lost_device_ends_the_reply_with_a_message(shared, server, shots):
     context, page = shared
     chat_page(page, server)

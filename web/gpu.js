@@ -150,9 +150,12 @@ export class GPUBridge {
   kernel(name, code, kinds, constants) {
     this.#alive();
     this.stats.requested++;
-    this.#prepareRest();
     const spec = [name, code, [...kinds], { ...constants }];
     const key = JSON.stringify(spec);
+    // A request the prepared list does not hold means the list is stale (another llmchat, other variants): its
+    // kernels not started yet would only queue ahead of the ones asked for (SwiftShader compiles one at a time).
+    if (this.kernelIds.has(key) || this.preparing.has(key)) this.#prepareRest();
+    else this.preparing.clear();
     let id = this.kernelIds.get(key);
     if (id === undefined) id = this.#create(key, spec);
     const kernel = this.kernels[id];
@@ -166,10 +169,11 @@ export class GPUBridge {
 
   // Compile the kernels a previous load asked for (specs as `asked` holds them) before Python asks again: the WGSL
   // a model needs on an adapter does not change between loads, so its pipelines can compile while Python starts.
-  // One at a time until Python asks for its first kernel, then all the rest at once: where the GPU is emulated on
-  // the CPU (SwiftShader), a burst of compiles would take every core from Python's start and gain nothing. The
-  // list comes from storage and may be anything: a spec that is not one is skipped, and a kernel that fails to
-  // compile says so only if Python asks for it (its program reports the error, as always). Returns how many.
+  // One at a time until Python asks for its first kernel, then all the rest at once (or none, if Python asks for
+  // one the list does not hold): where the GPU is emulated on the CPU (SwiftShader), a burst of compiles would take
+  // every core from Python's start and gain nothing. The list comes from storage and may be anything: a spec that
+  // is not one is skipped, and a kernel that fails to compile says so only if Python asks for it (its program
+  // reports the error, as always). Returns how many.
   prepare(specs) {
     if (!Array.isArray(specs)) return 0;
     const before = this.preparing.size;
