@@ -357,6 +357,24 @@ def _kernels_file(page):
     }}""")
 
 
+def _load_and_read_kernels_file(page, server) -> tuple[dict, str, list]:
+    """Load the model, then read the kernels file: (all of it, this model's key, the kernels the load asked for)."""
+    page.goto(f"{server.url}/index.html?model={MODEL}")
+    wait_event(page, "llm-ready")
+    stored = json.loads(_kernels_file(page))
+    key = next(k for k in stored if MODEL in k)
+    return stored, key, list(stored[key])
+
+
+def _write_kernels_file(page, text: str) -> None:
+    page.evaluate("""async ([name, text]) => {
+        const root = await navigator.storage.getDirectory();
+        const file = await (await root.getFileHandle(name, { create: true })).createWritable();
+        await file.write(text);
+        await file.close();
+    }""", [KERNELS_FILE, text])
+
+
 def test_a_second_load_prepares_its_kernels_before_python_asks(shared, server):
     """The kernels a load asked for are kept in OPFS; the next load of the model starts compiling them before Python
     starts, every kernel Python asks for is one of them, and the answer is the same."""
@@ -426,18 +444,9 @@ def test_stored_kernels_that_fail_to_compile_are_not_reported_unless_asked_for(s
     """A kernel in the stored list that does not compile, and that Python never asks for, costs nothing but its
     compile: the load succeeds, and the list is rewritten without it."""
     context, page = shared
-    page.goto(f"{server.url}/index.html?model={MODEL}")
-    wait_event(page, "llm-ready")
-    stored = json.loads(_kernels_file(page))
-    key = next(k for k in stored if MODEL in k)
-    asked = list(stored[key])
+    stored, key, asked = _load_and_read_kernels_file(page, server)
     stored[key] = [["broken", "fn main( {", ["storage"], {}]] + asked
-    page.evaluate("""async ([name, text]) => {
-        const root = await navigator.storage.getDirectory();
-        const file = await (await root.getFileHandle(name)).createWritable();
-        await file.write(text);
-        await file.close();
-    }""", [KERNELS_FILE, json.dumps(stored)])
+    _write_kernels_file(page, json.dumps(stored))
     page.reload()
     ready = wait_event(page, "llm-ready")
     assert ready["kernels"] == {"prepared": len(asked) + 1, "file": "saved"}, ready["kernels"]
@@ -452,18 +461,9 @@ def test_a_stale_kernel_list_stops_being_prepared_at_pythons_first_request(share
     compiled when Python first asks is spent on it, the rest is dropped rather than queued ahead of the kernels
     asked for, and the list is replaced."""
     context, page = shared
-    page.goto(f"{server.url}/index.html?model={MODEL}")
-    wait_event(page, "llm-ready")
-    stored = json.loads(_kernels_file(page))
-    key = next(k for k in stored if MODEL in k)
-    asked = list(stored[key])
+    stored, key, asked = _load_and_read_kernels_file(page, server)
     stored[key] = [[name, code + "\n// an older build", kinds, constants] for name, code, kinds, constants in asked]
-    page.evaluate("""async ([name, text]) => {
-        const root = await navigator.storage.getDirectory();
-        const file = await (await root.getFileHandle(name)).createWritable();
-        await file.write(text);
-        await file.close();
-    }""", [KERNELS_FILE, json.dumps(stored)])
+    _write_kernels_file(page, json.dumps(stored))
     page.reload()
     ready = wait_event(page, "llm-ready")
     assert ready["kernels"]["file"] == "saved" and ready["gpu"]["prepared_used"] == 0, ready
