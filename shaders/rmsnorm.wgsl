@@ -6,7 +6,8 @@
 // One workgroup normalises one segment of one token. Each invocation sums the squares of a strided share and
 // leaves it in workgroup memory; after a single barrier every invocation adds up all the shares itself, in the
 // same order, so it needs one barrier instead of a log2(WG) tree (barriers are what CPU emulators pay for).
-// Without WEIGHTED, g is a stand-in and every g[i] counts as 1 (Gemma 4's value norm has no weight).
+// WEIGHTS counts the weights in use: 0, g and g2 are stand-ins and every weight counts as 1 (Gemma 4's value norm
+// has no weight); 1, g only (g2 is never read); 2, g before `split` and g2 from there on.
 // With SRC = y the kernel works in place: `x` is never read (a stand-in buffer is bound there).
 // With ADD the result is added into y instead of stored: a norm on a branch's output before it joins the residual
 // stream (Gemma's post-attention and post-feed-forward norms).
@@ -19,7 +20,7 @@ struct Params {
     x_stride: u32,  // elements between consecutive tokens in x
     y_stride: u32,  // elements between consecutive tokens in y
     eps: f32,       // added to the mean square
-    split: u32,     // first segment normalised with g2 (`groups` when g2 is not used)
+    split: u32,     // WEIGHTS 2: the first segment normalised with g2
 }
 
 struct Step {
@@ -31,11 +32,11 @@ struct Step {
 @group(0) @binding(2) var<storage, read> g: array<f32>;
 @group(0) @binding(3) var<storage, read_write> y: array<f32>;
 @group(0) @binding(4) var<storage, read> x: array<f32>;  // a stand-in when normalising in place
-@group(0) @binding(5) var<storage, read> g2: array<f32>;  // g again when every segment takes g
+@group(0) @binding(5) var<storage, read> g2: array<f32>;  // a stand-in unless WEIGHTS is 2
 
 const WG: u32 = {{WG}}u;
 const ADD: bool = {{ADD}};
-const WEIGHTED: bool = {{WEIGHTED}};
+const WEIGHTS: u32 = {{WEIGHTS}}u;
 
 var<workgroup> shares: array<f32, WG>;
 
@@ -62,8 +63,10 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
     let r = inverseSqrt(total / f32(p.dim) + p.eps);
     for (var i = lid; i < p.dim; i += WG) {
         var v = {{SRC}}[src + i] * r;
-        if (WEIGHTED) {
-            v *= select(g[i], g2[i], wid.x >= p.split);
+        if (WEIGHTS == 1u || (WEIGHTS == 2u && wid.x < p.split)) {
+            v *= g[i];
+        } else if (WEIGHTS == 2u) {
+            v *= g2[i];
         }
         if (ADD) {
             y[dst + i] += v;

@@ -182,7 +182,7 @@ def _rmsnorm(rec: Recorder, x: Act, weight: Weight | Buffer | None, weight2: Wei
         raise ValueError("an rmsnorm that adds into y cannot also read y")
     wg = NORM_WG_SOFTWARE if rec.device.info.software else NORM_WG
     kernel = rec.kernels.get("rmsnorm.wgsl", WG=wg, SRC="y" if in_place else "x", ADD=_wgsl_bool(add),
-                             WEIGHTED=_wgsl_bool(weight is not None))
+                             WEIGHTS=(weight is not None) + (weight2 is not None))
     params = rec.params("rmsnorm", "5IfI", dim, groups, offset, x.cols, y.cols, eps, split)
     # In place, `x` is not read; a stand-in keeps the layout (binding y twice would alias a writable binding).
     g = rec.empty() if weight is None else _vector(weight, dim, "norm weight")
