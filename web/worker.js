@@ -166,7 +166,6 @@ async function load({ model, integrity, context = 2048, profile = null, tune = n
       message: `the kernel tuner's results could not be stored (${error.message}); the next load measures again` }));
   }
   delete loaded.tune_json;
-  kernels.file = await saveKernels(kernels);
   if (python.saving) {
     python.snapshot = await python.saving; // long done: it was written while the model downloaded and loaded
     delete python.saving;
@@ -174,7 +173,8 @@ async function load({ model, integrity, context = 2048, profile = null, tune = n
   return { ...plan, ...loaded, software, fromCache: store.fromCache, python,
     requests: sum(files, "requests"), resumes: sum(files, "resumes"), files: files.length,
     sha256: files.length > 1 ? files.map((s) => s.meta?.sha256 ?? null) : store.meta?.sha256 ?? null, phases,
-    kernels: kernels.report(), gpu: { ...bridge.stats }, engine: engineId,
+    kernels: { prepared: kernels.prepared, ...(kernels.refused && { refused: kernels.refused }),
+      file: await saveKernels(kernels) }, gpu: { ...bridge.stats }, engine: engineId,
     load_ms: performance.now() - t0 };
 }
 
@@ -221,8 +221,7 @@ const kernelKey = (model, context, profile, adapter) =>
 
 // Prepare the stored list for `key`; anything unreadable is ignored (and replaced by saveKernels).
 async function prepareKernels(key) {
-  const state = { key, entries: {}, stored: null, prepared: 0, refused: null,
-    report() { return { prepared: this.prepared, ...(this.refused && { refused: this.refused }), file: this.file }; } };
+  const state = { key, entries: {}, stored: null, prepared: 0, refused: null };
   const text = await readFile(KERNELS_FILE);
   if (text === null) return state;
   try {
