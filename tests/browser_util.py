@@ -14,6 +14,24 @@ BROWSER_TIMEOUT_MS = 120_000  # a cold load is ~10 s and a short reply ~15 s on 
 VIEWPORT = {"width": 900, "height": 640}
 
 
+def read_opfs(page, name: str) -> str:
+    """The text of file `name` at the top of the page origin's OPFS."""
+    return page.evaluate("""async (name) => {
+        const root = await navigator.storage.getDirectory();
+        return await (await (await root.getFileHandle(name)).getFile()).text();
+    }""", name)
+
+
+def write_opfs(page, name: str, data: str | bytes) -> None:
+    """Write `data` as file `name` at the top of the page origin's OPFS, replacing what was there."""
+    page.evaluate("""async ([name, data, binary]) => {
+        const root = await navigator.storage.getDirectory();
+        const file = await (await root.getFileHandle(name, { create: true })).createWritable();
+        await file.write(binary ? new Uint8Array(data) : data);
+        await file.close();
+    }""", [name, list(data) if isinstance(data, bytes) else data, isinstance(data, bytes)])
+
+
 def browser_missing() -> str | None:
     """Why the browser tests cannot run here, or None."""
     if not Path(CHROMIUM).exists():

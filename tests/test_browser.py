@@ -18,7 +18,7 @@ import jsonschema
 import pytest
 
 from browser_server import WebServer
-from browser_util import BROWSER_TIMEOUT_MS, open_profile
+from browser_util import BROWSER_TIMEOUT_MS, open_profile, read_opfs, write_opfs
 
 ROOT = Path(__file__).resolve().parent.parent
 WEB = ROOT / "web"
@@ -330,12 +330,7 @@ def test_a_damaged_python_snapshot_is_refused_and_replaced(shared, server):
     context, page = shared
     page.goto(f"{server.url}/index.html?model={MODEL}")
     wait_event(page, "llm-ready")
-    page.evaluate("""async () => {
-        const root = await navigator.storage.getDirectory();
-        const file = await (await root.getFileHandle("llmchat-python.snapshot")).createWritable();
-        await file.write(new Uint8Array(4096).fill(7));
-        await file.close();
-    }""")
+    write_opfs(page, "llmchat-python.snapshot", bytes([7]) * 4096)
     page.reload()
     ready = wait_event(page, "llm-ready")
     assert ready["python"]["start"] == "boot" and ready["python"]["snapshot"] == "saved", ready["python"]
@@ -349,30 +344,13 @@ def test_a_damaged_python_snapshot_is_refused_and_replaced(shared, server):
 KERNELS_FILE = "llmchat-kernels.json"
 
 
-def _kernels_file(page):
-    return page.evaluate(f"""async () => {{
-        const root = await navigator.storage.getDirectory();
-        const file = await (await root.getFileHandle({KERNELS_FILE!r})).getFile();
-        return await file.text();
-    }}""")
-
-
 def _load_and_read_kernels_file(page, server) -> tuple[dict, str, list]:
     """Load the model, then read the kernels file: (all of it, this model's key, the kernels the load asked for)."""
     page.goto(f"{server.url}/index.html?model={MODEL}")
     wait_event(page, "llm-ready")
-    stored = json.loads(_kernels_file(page))
+    stored = json.loads(read_opfs(page, KERNELS_FILE))
     key = next(k for k in stored if MODEL in k)
     return stored, key, list(stored[key])
-
-
-def _write_kernels_file(page, text: str) -> None:
-    page.evaluate("""async ([name, text]) => {
-        const root = await navigator.storage.getDirectory();
-        const file = await (await root.getFileHandle(name, { create: true })).createWritable();
-        await file.write(text);
-        await file.close();
-    }""", [KERNELS_FILE, text])
 
 
 def test_a_second_load_prepares_its_kernels_before_python_asks(shared, server):
@@ -394,7 +372,7 @@ def test_a_second_load_prepares_its_kernels_before_python_asks(shared, server):
     page.goto(f"{server.url}/kernels.html")
     page.wait_for_function("window.result", timeout=TIMEOUT)
     first = page.evaluate("window.result")
-    stored = json.loads(_kernels_file(page))
+    stored = json.loads(read_opfs(page, KERNELS_FILE))
     assert isinstance(stored, dict) and 1 <= len(stored) <= 4
     specs = next(v for k, v in stored.items() if MODEL in k)
     assert len(specs) == first["info"]["gpu"]["requested"] > 0
@@ -418,14 +396,8 @@ def test_a_damaged_kernels_file_is_ignored_and_replaced(shared, server, damage):
     context, page = shared
     page.goto(f"{server.url}/index.html?model={MODEL}")
     wait_event(page, "llm-ready")
-    content = "new Uint8Array(4096).fill(7)" if damage == "garbage" else \
-        "JSON.stringify({key: {name: 'x'}, other: [[1, 2, 3, 4]]})"
-    page.evaluate(f"""async () => {{
-        const root = await navigator.storage.getDirectory();
-        const file = await (await root.getFileHandle({KERNELS_FILE!r}, {{ create: true }})).createWritable();
-        await file.write({content});
-        await file.close();
-    }}""")
+    content = bytes([7]) * 4096 if damage == "garbage" else json.dumps({"key": {"name": "x"}, "other": [[1, 2, 3, 4]]})
+    write_opfs(page, KERNELS_FILE, content)
     page.reload()
     ready = wait_event(page, "llm-ready")
     assert ready["kernels"]["prepared"] == 0 and ready["kernels"]["file"] == "saved", ready["kernels"]
@@ -433,7 +405,7 @@ def test_a_damaged_kernels_file_is_ignored_and_replaced(shared, server, damage):
     assert ready["gpu"]["prepared"] == ready["gpu"]["prepared_used"] == 0
     tokens, done = ask(page, "Hi", max_tokens=2)
     assert len(tokens) >= 1 and done["finish_reason"] in ("length", "stop")
-    stored = json.loads(_kernels_file(page))
+    stored = json.loads(read_opfs(page, KERNELS_FILE))
     assert list(stored) == [k for k in stored if MODEL in k] and len(stored) == 1
     page.reload()
     ready = wait_event(page, "llm-ready")
@@ -446,14 +418,14 @@ def test_stored_kernels_that_fail_to_compile_are_not_reported_unless_asked_for(s
     context, page = shared
     stored, key, asked = _load_and_read_kernels_file(page, server)
     stored[key] = [["broken", "fn main( {", ["storage"], {}]] + asked
-    _write_kernels_file(page, json.dumps(stored))
+    write_opfs(page, KERNELS_FILE, json.dumps(stored))
     page.reload()
     ready = wait_event(page, "llm-ready")
     assert ready["kernels"] == {"prepared": len(asked) + 1, "file": "saved"}, ready["kernels"]
     assert ready["gpu"]["prepared"] == len(asked) + 1 and ready["gpu"]["prepared_used"] == len(asked)
     tokens, done = ask(page, "Hi", max_tokens=2)
     assert len(tokens) >= 1 and done["finish_reason"] in ("length", "stop")
-    assert json.loads(_kernels_file(page))[key] == asked
+    assert json.loads(read_opfs(page, KERNELS_FILE))[key] == asked
 
 
 def test_a_stale_kernel_list_stops_being_prepared_at_pythons_first_request(shared, server):
@@ -463,12 +435,12 @@ def test_a_stale_kernel_list_stops_being_prepared_at_pythons_first_request(share
     context, page = shared
     stored, key, asked = _load_and_read_kernels_file(page, server)
     stored[key] = [[name, code + "\n// an older build", kinds, constants] for name, code, kinds, constants in asked]
-    _write_kernels_file(page, json.dumps(stored))
+    write_opfs(page, KERNELS_FILE, json.dumps(stored))
     page.reload()
     ready = wait_event(page, "llm-ready")
     assert ready["kernels"]["file"] == "saved" and ready["gpu"]["prepared_used"] == 0, ready
     assert 1 <= ready["gpu"]["prepared"] < len(asked) // 2, ready["gpu"]
-    assert json.loads(_kernels_file(page))[key] == asked
+    assert json.loads(read_opfs(page, KERNELS_FILE))[key] == asked
 
 
 def test_a_lost_device_ends_the_reply_with_a_message(shared, server, shots):
