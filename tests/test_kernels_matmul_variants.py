@@ -259,3 +259,14 @@ def test_adapter_choice_is_a_tested_tile(gpu: Gpu):
     for tokens in (1, 2, 4, 8, 64):
         t = v.matmul(tokens)
         assert t in TILES + WIDE if v.software else t.rows == 1, t
+
+
+def test_only_swiftshader_keeps_gated_units_apart():
+    """SwiftShader's serial compiler makes the gated kernel cost more at load than it saves (Variants.fuse_gated);
+    every other adapter stacks gate and up. A plan made from the adapter's description agrees with the device."""
+    from llmchat.gpu.device import AdapterInfo
+    from llmchat.gpu.variants import planned
+    for name, vendor, fused in [("swiftshader", "google", False), ("SwiftShader Device (Subzero)", "", False),
+                                ("llvmpipe (LLVM 15.0.6, 256 bits)", "", True), ("NVIDIA GeForce RTX 4090", "", True)]:
+        info = AdapterInfo(name=name, backend="test", vendor=vendor, software="nvidia" not in name.lower())
+        assert planned(info).fuse_gated is fused, name

@@ -30,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from ..ggml_types import GGMLType
-from .device import TEXTURE_ROW_BYTES, Device, Dispatch
+from .device import TEXTURE_ROW_BYTES, AdapterInfo, Device, Dispatch
 from .kernels import Kernels
 
 ATTN_PARALLEL = 1024  # (token, head, range) invocations attention aims for on GPUs before it stops cutting ranges
@@ -147,6 +147,7 @@ class Variants:
     # (q8_activations), and a load may force them (tune.force_int8).
     int8_dot: bool = False
     textures: bool = False  # the device can hold weights in textures (Device.texture_from; see weight_textures)
+    serial_compiler: bool = False  # pipelines compile one after another, seconds apiece (see fuse_gated)
     # Choices the tuner (tune.py) measured on this adapter, by (family, key) such as ("matvec", "Q4_1"); they
     # replace the fixed table below for that family and key. Empty when tuning is off.
     tuned: dict = field(default_factory=dict, compare=False, hash=False)
@@ -287,6 +288,19 @@ class Variants:
         return self.split_weights and self.textures and os.environ.get(TEXTURES_ENV, "1") != "0"
 
     @property
+    def fuse_gated(self) -> bool:
+        """Whether a gated unit's gate and up weights are stacked so one matmul kernel (MODE 2) computes the unit,
+        or kept apart: two plain matmuls and glu.wgsl, two more dispatches a layer but no kernel of its own. Apart
+        only on adapters whose compiler is what a load waits for: SwiftShader in Chromium compiles pipelines one at
+        a time and keeps none between pages, and the gated prefill tile was its slowest (SmolLM2 Q4_1, seconds to
+        compile the 8 x 8 prefill tiles: store 2.0, add 2.3, gated 3.4). tools/browser_bench.py there, two rounds
+        stacked / apart: cold load 13.6 / 11.4 and 14.5 / 10.9 s (compiling 8.3-9.3 / 5.4-5.5 s), warm 8.9 / 8.3
+        and 13.1 / 8.9 s, first token of a 33-token prompt 2.0 / 2.5 and 2.0 / 2.3 s after the load, so from page
+        open to first token 1.7-3.4 s sooner cold and 0.1-4.0 s warm; but prefill runs 11-20% slower (16.5 / 13.1
+        and 16.3 / 14.6 tok/s: x is loaded and normed twice) and decode 2-5% (4.49 / 4.39, 4.49 / 4.28)."""
+        return not self.serial_compiler
+
+    @property
     def fold_norms(self) -> bool:
         """Whether RMSNorm folds into the next projection (its sum of squares is accumulated from the blocks of x
         the matmul loads anyway). Always, now that CPU emulators reuse each load of x across many rows: there it
@@ -339,8 +353,20 @@ def variants(device: Device) -> Variants:
         # A binding's worth of weights must fit one texture.
         textures = device.textures and info.max_binding_size <= MAX_TEXTURE_ROWS * TEXTURE_ROW_BYTES
         v = _cache[device] = Variants(software=info.software, shared_loads=info.software and width >= 8,
-                                      subgroup_width=width, int8_dot=info.dot4i8, textures=textures)
+                                      subgroup_width=width, int8_dot=info.dot4i8, textures=textures,
+                                      serial_compiler=serial_compiler(info))
     return v
+
+
+def planned(info: AdapterInfo) -> Variants:
+    """The variants a plan for an adapter described by `info` assumes, without a device to probe: those that decide
+    what is uploaded and which activations exist."""
+    return Variants(software=info.software, shared_loads=False, serial_compiler=serial_compiler(info))
+
+
+def serial_compiler(info: AdapterInfo) -> bool:
+    """Whether the adapter is SwiftShader, whose pipelines compile one at a time (see Variants.fuse_gated)."""
+    return "swiftshader" in f"{info.name} {info.vendor}".lower()
 
 
 def subgroup_size(device: Device) -> int:

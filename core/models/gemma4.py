@@ -202,7 +202,7 @@ class Gemma4:
                 attn_output=weights.weight([p + "attn_output.weight"]),
                 post_attention_norm=weights.vector(p + "post_attention_norm.weight"),
                 ffn_norm=weights.vector(p + "ffn_norm.weight"),
-                ffn_gate_up=weights.stacked([p + "ffn_gate.weight", p + "ffn_up.weight"]),
+                ffn_gate_up=weights.gate_up(p),
                 ffn_down=weights.weight([p + "ffn_down.weight"]),
                 post_ffw_norm=weights.vector(p + "post_ffw_norm.weight"),
                 per_layer=per_layer,

@@ -124,7 +124,7 @@ class Lfm2:
                     attn_output=weights.weight([p + "attn_output.weight"]))
             self.blk.append(Block(attn_norm=weights.vector(p + "attn_norm.weight"), mixer=mixer,
                                   ffn_norm=weights.vector(p + "ffn_norm.weight"),
-                                  ffn_gate_up=weights.stacked([p + "ffn_gate.weight", p + "ffn_up.weight"]),
+                                  ffn_gate_up=weights.gate_up(p),
                                   ffn_down=weights.weight([p + "ffn_down.weight"])))
         self.output_norm = weights.vector("token_embd_norm.weight")
         self.output = output_weight(weights, self.token_embd)

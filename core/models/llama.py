@@ -80,7 +80,7 @@ class Llama:
                 attn_k_norm=weights.vector(p + "attn_k_norm.weight") if config.qk_norm else None,
                 attn_output=weights.weight([p + "attn_output.weight"]),
                 ffn_norm=weights.vector(p + "ffn_norm.weight"),
-                ffn_gate_up=weights.stacked([p + "ffn_gate.weight", p + "ffn_up.weight"]),
+                ffn_gate_up=weights.gate_up(p),
                 ffn_down=weights.weight([p + "ffn_down.weight"])))
         self.output_norm = weights.vector("output_norm.weight")
         self.output = output_weight(weights, self.token_embd)

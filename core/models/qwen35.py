@@ -222,7 +222,7 @@ class Qwen35:
                     attn_output=weights.weight([p + "attn_output.weight"]))
             self.blk.append(Block(attn_norm=weights.vector(p + "attn_norm.weight"), mixer=mixer,
                                   post_attention_norm=weights.vector(p + "post_attention_norm.weight"),
-                                  ffn_gate_up=weights.stacked([p + "ffn_gate.weight", p + "ffn_up.weight"]),
+                                  ffn_gate_up=weights.gate_up(p),
                                   ffn_down=weights.weight([p + "ffn_down.weight"])))
         self.output_norm = weights.vector("output_norm.weight")
         self.output = output_weight(weights, self.token_embd)

@@ -12,7 +12,7 @@ from ..gpu.device import AdapterInfo, Buffer, Device
 from ..gpu.kernels import Kernels
 from ..gpu.tensors import (Piece, Weight, WeightPart, check_type, plan_parts, split_bytes, split_parts, split_weight,
                            splits, texture_weight, upload_weight)
-from ..gpu.variants import Variants, variants
+from ..gpu.variants import planned, variants
 
 
 class WeightLoader:
@@ -23,10 +23,11 @@ class WeightLoader:
             raise ValueError("a WeightLoader needs a device, or an adapter's info to plan for")
         self.gguf, self.device = gguf, device
         self.info = device.info if device is not None else info
-        chosen = variants(device) if device is not None else Variants(software=self.info.software, shared_loads=False)
+        chosen = variants(device) if device is not None else planned(self.info)
         self.split = chosen.split_weights
         self.textures = chosen.weight_textures
         self.fold_norms = chosen.fold_norms
+        self.fuse_gated = chosen.fuse_gated
         self.kernels = Kernels(device) if device is not None and self.split else None
         self.bytes = 0  # on the GPU, in the layout this adapter gets
         self.file_bytes = 0  # read from the file (what a load's progress counts)
@@ -118,6 +119,12 @@ class WeightLoader:
             if probe.nbytes <= self.info.max_binding_size:
                 return [self.weight(names, rows)]
         return [self.weight([n], {n: rows[n]} if n in rows else None) for n in names]
+
+    def gate_up(self, prefix: str) -> list[Weight]:
+        """A gated unit's `prefix`ffn_gate and ffn_up weights: stacked, for the one-dispatch gated matmul, unless the
+        adapter keeps them apart (Variants.fuse_gated) or `stacked` cannot stack them."""
+        names = [prefix + "ffn_gate.weight", prefix + "ffn_up.weight"]
+        return self.stacked(names) if self.fuse_gated else [self.weight([n]) for n in names]
 
     def vector(self, name: str) -> Buffer:
         """An f32 vector (a norm's weights)."""
