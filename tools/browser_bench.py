@@ -15,6 +15,7 @@ import json
 import sys
 import tempfile
 import urllib.parse
+from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -24,6 +25,26 @@ from browser_server import WebServer  # noqa: E402
 from browser_util import CHROMIUM_FLAGS  # noqa: E402
 
 from llmchat.catalogue import resolve  # noqa: E402
+
+
+@contextmanager
+def bench_page(web: Path, model: Path, query: dict, *, chromium: str, timeout_s: float = 900):
+    """web/bench.html (from the folder `web`) run with `query` on `model` in headless Chromium with a fresh profile:
+    yields the page, still open, and window.benchResult once it is there."""
+    if not (web / "dist" / "pyodide" / "pyodide-lock.json").exists():
+        sys.exit(f"{web / 'dist'} is not built; run `make web` first")
+    from playwright.sync_api import sync_playwright
+    query = {"model": f"/models/{model.name}", **query}
+    with WebServer(web, model.parent) as server, sync_playwright() as pw, tempfile.TemporaryDirectory() as profile:
+        context = pw.chromium.launch_persistent_context(profile, executable_path=chromium, headless=True,
+                                                        args=CHROMIUM_FLAGS)
+        try:
+            page = context.new_page()
+            page.goto(f"{server.url}/bench.html?{urllib.parse.urlencode(query)}")
+            page.wait_for_function("window.benchResult", timeout=timeout_s * 1000)
+            yield page, page.evaluate("window.benchResult")
+        finally:
+            context.close()
 
 
 def main() -> None:
@@ -41,28 +62,16 @@ def main() -> None:
     parser.add_argument("--web", type=Path, default=ROOT / "web",
                         help="the web folder to serve (another checkout's, to compare versions in one run)")
     args = parser.parse_args()
-    if not (args.web / "dist" / "pyodide" / "pyodide-lock.json").exists():
-        sys.exit("browser_bench: web/dist is not built; run `make web` first")
     model = Path(resolve(args.model))
-    from playwright.sync_api import sync_playwright
-    query = {"model": f"/models/{model.name}", "n": args.n, "reps": args.reps, "context": args.context}
+    query = {"n": args.n, "reps": args.reps, "context": args.context}
     if args.prompt:
         query["prompt"] = args.prompt
     if args.tune:
         query["tune"] = int(args.tune == "on")
     if args.sweep:
         query["sweep"] = args.sweep
-    with WebServer(args.web, model.parent) as server, sync_playwright() as pw, \
-            tempfile.TemporaryDirectory() as profile:
-        context = pw.chromium.launch_persistent_context(profile, executable_path=args.chromium, headless=True,
-                                                        args=CHROMIUM_FLAGS)
-        try:
-            page = context.new_page()
-            page.goto(f"{server.url}/bench.html?{urllib.parse.urlencode(query)}")
-            page.wait_for_function("window.benchResult", timeout=args.timeout * 1000)
-            result = page.evaluate("window.benchResult")
-        finally:
-            context.close()
+    with bench_page(args.web, model, query, chromium=args.chromium, timeout_s=args.timeout) as (_, result):
+        pass
     print(json.dumps(result))
     if "error" in result:
         sys.exit(1)

@@ -12,15 +12,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import tempfile
-import urllib.parse
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-from browser_server import WebServer  # noqa: E402
-from browser_util import CHROMIUM_FLAGS, read_opfs  # noqa: E402
+from browser_bench import bench_page  # noqa: E402 (tools/, this script's folder)
+from browser_util import read_opfs  # noqa: E402
 
 from llmchat.catalogue import resolve  # noqa: E402
 
@@ -58,26 +56,13 @@ def main() -> None:
     parser.add_argument("--context", type=int, default=2048, help="KV cache size in tokens")
     parser.add_argument("--chromium", default="/usr/bin/chromium")
     args = parser.parse_args()
-    if not (ROOT / "web" / "dist" / "pyodide" / "pyodide-lock.json").exists():
-        sys.exit("browser_compile_times: web/dist is not built; run `make web` first")
     model = Path(resolve(args.model))
-    from playwright.sync_api import sync_playwright
-    query = {"model": f"/models/{model.name}", "n": 2, "reps": 1, "context": args.context}
-    with WebServer(ROOT / "web", model.parent) as server, sync_playwright() as pw, \
-            tempfile.TemporaryDirectory() as profile:
-        context = pw.chromium.launch_persistent_context(profile, executable_path=args.chromium, headless=True,
-                                                        args=CHROMIUM_FLAGS)
-        try:
-            page = context.new_page()
-            page.goto(f"{server.url}/bench.html?{urllib.parse.urlencode(query)}")
-            page.wait_for_function("window.benchResult", timeout=900_000)
-            loaded = page.evaluate("window.benchResult")
-            if "error" in loaded:
-                sys.exit(f"browser_compile_times: the load failed: {loaded['error']}")
-            specs = list(json.loads(read_opfs(page, "llmchat-kernels.json")).values())[-1]
-            rounds = [page.evaluate(TIME_COMPILES, specs) for _ in range(args.rounds)]
-        finally:
-            context.close()
+    with bench_page(ROOT / "web", model, {"n": 2, "reps": 1, "context": args.context},
+                    chromium=args.chromium) as (page, loaded):
+        if "error" in loaded:
+            sys.exit(f"browser_compile_times: the load failed: {loaded['error']}")
+        specs = list(json.loads(read_opfs(page, "llmchat-kernels.json")).values())[-1]
+        rounds = [page.evaluate(TIME_COMPILES, specs) for _ in range(args.rounds)]
     kernels = [{"name": spec[0], "wgsl_chars": len(spec[1]), "ms": [r[i] for r in rounds]}
                for i, spec in enumerate(specs)]
     totals = [round(sum(t for t in r if not isinstance(t, str))) for r in rounds]  # errors are strings

@@ -107,12 +107,13 @@ class WeightLoader:
         """Whether a weight of this type and row length gets the split layout here (tensors.splits)."""
         return self.split and splits(ggml_type, k, self.info.max_binding_size)
 
-    def stacked(self, names: list[str], rows: dict[str, list[tuple[int, int]]] | None = None) -> list[Weight]:
-        """The tensors as one stacked weight (one dispatch computes them all) when their types match and the stack
-        fits one binding's worth of parts, else one weight each (`rows` as for `weight`)."""
+    def stacked(self, names: list[str], rows: dict[str, list[tuple[int, int]]] | None = None, *,
+                stack: bool = True) -> list[Weight]:
+        """The tensors as one stacked weight (one dispatch computes them all) when `stack`, their types match and the
+        stack fits one binding's worth of parts, else one weight each (`rows` as for `weight`)."""
         rows = rows or {}
         infos = [self._info(n) for n in names]
-        if len({i.type for i in infos}) == 1 and len({i.shape[0] for i in infos}) == 1:
+        if stack and len({i.type for i in infos}) == 1 and len({i.shape[0] for i in infos}) == 1:
             n_rows = sum(sum(n for _, n in rows[m]) if m in rows else i.shape[1] for m, i in zip(names, infos))
             probe = Weight("", infos[0].type, infos[0].shape[0], n_rows, [],
                            layout="split" if self._splits(infos[0].type, infos[0].shape[0]) else "gguf")
@@ -123,8 +124,7 @@ class WeightLoader:
     def gate_up(self, prefix: str) -> list[Weight]:
         """A gated unit's `prefix`ffn_gate and ffn_up weights: stacked, for the one-dispatch gated matmul, unless the
         adapter keeps them apart (Variants.fuse_gated) or `stacked` cannot stack them."""
-        names = [prefix + "ffn_gate.weight", prefix + "ffn_up.weight"]
-        return self.stacked(names) if self.fuse_gated else [self.weight([n]) for n in names]
+        return self.stacked([prefix + "ffn_gate.weight", prefix + "ffn_up.weight"], stack=self.fuse_gated)
 
     def vector(self, name: str) -> Buffer:
         """An f32 vector (a norm's weights)."""
