@@ -8,11 +8,13 @@
 from __future__ import annotations
 
 import math
+import os
 import time
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from . import generation
+from . import chat_cache, generation
 from .catalogue import resolve
 from .chat import ChatTemplate
 from .constraint import Constraint
@@ -24,6 +26,7 @@ from .gpu import open_device
 from .gpu.kernels import Kernels
 from .gpu.profiles import NO_PROFILE, Profile, get_profile
 from .gpu.variants import variants
+from .kv_cache import common_prefix
 from .gpu.tune import ROUNDS, TuneContext, sweep, tune_model
 from .memory import MemoryPlan, check_context, default_plan, plan_memory, step_bucket
 from .models import model_class, model_config
@@ -229,11 +232,7 @@ class LLM:
         if self._chat_slot is None:
             self._chat_slot = self.engine.kv.new_slot()
             self._chat_tokens = []
-        common = 0
-        for a, b in zip(self._chat_tokens, ids[:-1]):  # at least one token must be fed to get logits
-            if a != b:
-                break
-            common += 1
+        common = common_prefix(self._chat_tokens, ids[:-1])  # at least one token must be fed to get logits
         common = self.engine.kv.truncate(self._chat_slot, common)
         self._chat_tokens = ids[:common]
         seq.start(self._chat_slot, common)
@@ -255,6 +254,27 @@ class LLM:
         if self._chat_slot is not None:
             self.engine.kv.free_slot(self._chat_slot)
         self._chat_slot, self._chat_tokens = None, []
+
+    def save_chat(self, file: str | os.PathLike | chat_cache.ChatFile, identity: str = "") -> chat_cache.Saved:
+        """Keep the `chat` conversation's KV cache in `file` (a path, or a `chat_cache.ChatFile`), so that
+        `restore_chat` continues it later, in another process, without computing it again. Saving again to the
+        same file writes only the positions added since (or changed by an edit). `identity` names the model
+        file's bytes (a checksum, an ETag) when the file could change under the same tensor layout."""
+        with _opened(file, writable=True) as f:
+            model = chat_cache.fingerprint(self.gguf, self.engine.kv, identity)
+            return chat_cache.save(self.engine.kv, self._chat_slot, self._chat_tokens, f, model)
+
+    def restore_chat(self, file: str | os.PathLike | chat_cache.ChatFile, identity: str = "") -> int:
+        """Make the conversation saved by `save_chat` the one `chat` continues: its next call computes only what
+        follows the saved tokens. Returns the positions restored. `chat_cache.ChatCacheError` when the file was
+        saved for another model or is damaged; the current conversation is then kept."""
+        with _opened(file, writable=False) as f:
+            model = chat_cache.fingerprint(self.gguf, self.engine.kv, identity)
+            conversation = chat_cache.read(self.engine.kv, f, model)
+        self.reset_chat()
+        self._chat_slot = chat_cache.place(self.engine.kv, conversation)
+        self._chat_tokens = conversation.tokens if self._chat_slot is not None else []
+        return len(self._chat_tokens)
 
     def _sequence(self, ids: list[int], max_tokens: int, stop: Sequence[str], sampling: dict,
                   ignore_eos: bool = False, constraint: Constraint | None = None) -> generation.Sequence:
@@ -299,6 +319,15 @@ class _SlotLease:
 
     def __exit__(self, *exc) -> None:
         self.kv.free_slot(self.slot)
+
+
+@contextmanager
+def _opened(file, writable: bool):
+    if isinstance(file, (str, os.PathLike)):
+        with chat_cache.LocalFile(file, writable) as f:
+            yield f
+    else:
+        yield file
 
 
 def load(model: str, *, profile: str | Profile | None = None, **options) -> LLM:

@@ -16,6 +16,7 @@ and cannot be rewound. The cache tracks that position per slot and enforces the 
 from __future__ import annotations
 
 from array import array
+from collections.abc import Sequence
 
 from .errors import ContextOverflowError, LLMChatError, ModelTooLargeError
 from .gpu.device import Device
@@ -46,9 +47,13 @@ class KVCache:
                 f"over the adapter's {device.info.max_binding_size >> 20} MiB binding limit; "
                 "use a smaller context or fewer parallel sequences")
         self._kv_widths = list(kv_widths)
+        # Each layer's K then V, with the bytes one block of positions takes there (the order a saved block holds).
         self.k = [device.buffer(n, f"blk.{i}.k_cache") if n else None for i, n in enumerate(sizes)]
         self.v = [device.buffer(n, f"blk.{i}.v_cache") if n else None for i, n in enumerate(sizes)]
         self.table = device.buffer(n_slots * self.max_blocks * 4, "block_table")
+        # Each layer's K then V with the bytes one block of positions takes there: the order of a saved block.
+        self._block_parts = [(buf, layer_bytes(w, 1, self.dtype)) for k, v, w in zip(self.k, self.v, kv_widths)
+                             if w for buf in (k, v)]
         state_sizes = [state_bytes(w, n_slots) for w in state_widths or []]
         self.state = [device.buffer(n, f"blk.{i}.state") if n else None for i, n in enumerate(state_sizes)]
         self.state_widths = list(state_widths or [])
@@ -121,6 +126,61 @@ class KVCache:
             self._state_at[slot] = n_positions
         self._write_table(slot)
         return slot
+
+    @property
+    def block_bytes(self) -> int:
+        """Bytes of one block of positions over every layer's K and V: what `read_blocks` gives per block."""
+        return sum(size for _, size in self._block_parts)
+
+    def read_blocks(self, slot: int, first: int, last: int) -> bytes:
+        """Blocks [first, last) of `slot`'s positions, one after another, each as every layer's K then V rows for
+        those positions (a chat saved to storage, chat_cache.py). One read per layer buffer and run of consecutive
+        block ids, then interleaved here."""
+        ids = self._blocks[slot][first:last]
+        runs = _runs(ids)
+        parts = [(b"".join(self.device.read(buf, start * size, count * size) for start, count in runs), size)
+                 for buf, size in self._block_parts]
+        return b"".join(data[j * size:(j + 1) * size] for j in range(len(ids)) for data, size in parts)
+
+    def write_blocks(self, slot: int, first: int, data: bytes) -> None:
+        """The inverse of `read_blocks`: `data` (whole blocks in that form) into `slot`'s blocks from `first` on,
+        which `reserve` must have given it."""
+        record = self.block_bytes
+        n = len(data) // record
+        if n * record != len(data) or first + n > len(self._blocks[slot]):
+            raise LLMChatError(f"{len(data)} bytes are not whole blocks of {record} that slot {slot} has room for")
+        view = memoryview(data)
+        ids = self._blocks[slot][first:first + n]
+        at = 0
+        for buf, size in self._block_parts:
+            j = 0
+            for start, count in _runs(ids):
+                rows = b"".join(view[(j + i) * record + at:(j + i) * record + at + size] for i in range(count))
+                self.device.write(buf, rows, start * size)
+                j += count
+            at += size
+
+    @property
+    def slot_state_bytes(self) -> int:
+        """Bytes of one slot's state over every stateful layer (0 without state)."""
+        return sum(w * 4 for buf, w in zip(self.state, self.state_widths) if buf is not None)
+
+    def read_state(self, slot: int) -> bytes:
+        """`slot`'s fixed-size state of every stateful layer (empty without state); it stands at
+        `state_position(slot)`."""
+        return b"".join(self.device.read(buf, slot * w * 4, w * 4)
+                        for buf, w in zip(self.state, self.state_widths) if buf is not None)
+
+    def write_state(self, slot: int, data: bytes, position: int) -> None:
+        """The inverse of `read_state`: `slot`'s state, standing at `position`."""
+        at = 0
+        for buf, w in zip(self.state, self.state_widths):
+            if buf is not None:
+                self.device.write(buf, data[at:at + w * 4], slot * w * 4)
+                at += w * 4
+        if at != len(data):
+            raise LLMChatError(f"{len(data)} bytes of state given where this model keeps {at} per sequence")
+        self._state_at[slot] = position
 
     def _copy_rows(self, buf, row_bytes: int, src: int, dst: int) -> None:
         self.device.write(buf, self.device.read(buf, src * row_bytes, row_bytes), dst * row_bytes)
@@ -197,3 +257,26 @@ class KVCache:
         if self._dirty:
             self.device.write(self.table, self._host_table.tobytes())
             self._dirty = False
+
+
+def _runs(ids: list[int]) -> list[tuple[int, int]]:
+    """(first id, count) of each run of consecutive ids, in order."""
+    runs: list[list[int]] = []
+    for b in ids:
+        if runs and runs[-1][0] + runs[-1][1] == b:
+            runs[-1][1] += 1
+        else:
+            runs.append([b, 1])
+    return [(start, count) for start, count in runs]
+
+
+def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    """Length of the longest common prefix of two token sequences."""
+    n = min(len(a), len(b))
+    # Compare a block at a time first: prompts that share a system prompt agree over long runs.
+    i = 0
+    while i + BLOCK_TOKENS <= n and a[i:i + BLOCK_TOKENS] == b[i:i + BLOCK_TOKENS]:
+        i += BLOCK_TOKENS
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i

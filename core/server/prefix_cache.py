@@ -26,7 +26,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from ..gpu.kvlayout import BLOCK_TOKENS
-from ..kv_cache import KVCache
+from ..kv_cache import KVCache, common_prefix
 
 
 @dataclass(frozen=True)
@@ -35,18 +35,6 @@ class Lease:
 
     slot: int
     cached: int
-
-
-def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
-    """Length of the longest common prefix of two token sequences."""
-    n = min(len(a), len(b))
-    # Compare a block at a time first: prompts that share a system prompt agree over long runs.
-    i = 0
-    while i + BLOCK_TOKENS <= n and a[i:i + BLOCK_TOKENS] == b[i:i + BLOCK_TOKENS]:
-        i += BLOCK_TOKENS
-    while i < n and a[i] == b[i]:
-        i += 1
-    return i
 
 
 def whole_blocks(n_positions: int) -> int:
