@@ -194,11 +194,22 @@ def test_a_conversation_survives_a_reload_unless_persist_is_false(launch_profile
     assert page.locator("llm-chat .message").count() == 0
 
 
+def chat_files(page) -> list[dict]:
+    """The conversations kept in the page origin's OPFS (worker.js, CHATS_DIR): [{name, size}]."""
+    return page.evaluate("""async () => {
+        const root = await navigator.storage.getDirectory();
+        const dir = await root.getDirectoryHandle("llmchat-chats").catch(() => null);
+        const files = [];
+        if (dir) for await (const [name, handle] of dir.entries()) files.push({ name, size: (await handle.getFile()).size });
+        return files;
+    }""")
+
+
 def done_after(page, n: int) -> dict:
     return wait_event(page, "llm-done", after=n)
 
 
-def test_reload_rebuilds_the_kv_cache_and_edit_and_regenerate_reuse_it(launch_profile, smollm2_path, tmp_path, shots):
+def test_reload_restores_the_kv_cache_and_edit_and_regenerate_reuse_it(launch_profile, smollm2_path, tmp_path, shots):
     with WebServer(WEB, smollm2_path.parent) as srv:
         srv.pages["/local.html"] = f"""<!doctype html><script type="module" src="/llm-chat.js"></script>
             <script>document.addEventListener("llm-restore", (e) => window.__events.push(["llm-restore", e.detail]));
@@ -215,20 +226,46 @@ def test_reload_rebuilds_the_kv_cache_and_edit_and_regenerate_reuse_it(launch_pr
             history = page.eval_on_selector("llm-chat", "el => el.history")
             assert len(history) == 6
 
-            # Reload: the conversation comes back and its KV cache is rebuilt in one prefill, before anyone asks.
+            # Reload: the conversation comes back, and its KV cache is read back from OPFS before anyone asks.
+            kept = chat_files(page)
+            assert len(kept) == 1 and kept[0]["size"] > 0, kept
             t0 = time.perf_counter()
             page.reload()
             wait_event(page, "llm-ready")
             restore = wait_event(page, "llm-restore")
             wall = time.perf_counter() - t0
             assert page.eval_on_selector("llm-chat", "el => el.history") == history
-            assert restore["messages"] == 6 and restore["cached_tokens"] == 0
-            assert restore["prompt_tokens"] > turns[-1]["usage"]["prompt_tokens"]
-            print(f"\nrestore: {restore['prompt_tokens']} tokens of {restore['messages']} messages rebuilt in "
-                  f"{restore['ms']:.0f} ms, prefill {restore['prefill_tok_s']:.1f} tok/s (reload to restored: "
-                  f"{wall:.1f} s); first turn of the conversation: {turns[0]['usage']['prompt_tokens']} tokens at "
-                  f"{turns[0]['timings']['prefill_tok_s']:.1f} tok/s")
-            assert restore["prefill_tok_s"] > 0
+            assert restore["messages"] == 6 and restore["prompt_tokens"] > turns[-1]["usage"]["prompt_tokens"]
+            kv = restore["kv_cache"]
+            assert kv["restored"] > turns[-1]["usage"]["prompt_tokens"] and "refused" not in kv, kv
+            # Everything the last turn computed came from storage; only the tail of its reply's text, re-read, and
+            # the template's closing tokens were computed.
+            assert restore["cached_tokens"] >= turns[-1]["usage"]["prompt_tokens"], restore
+            assert kv["saved"] == restore["prompt_tokens"] and kv["written"] <= 16 + restore["prompt_tokens"] - \
+                restore["cached_tokens"], kv
+
+            # A damaged file is refused, and the KV cache is rebuilt in one prefill instead.
+            page.evaluate("""async () => {
+                const dir = await (await navigator.storage.getDirectory()).getDirectoryHandle("llmchat-chats");
+                for await (const [name] of dir.entries()) {
+                    const file = await (await dir.getFileHandle(name)).createWritable();
+                    await file.write(new TextEncoder().encode("LLMCKV01 but nothing else"));
+                    await file.close();
+                }
+            }""")
+            page.reload()
+            wait_event(page, "llm-ready")
+            rebuilt = wait_event(page, "llm-restore")
+            assert "cut short" in rebuilt["kv_cache"]["refused"] or "damaged" in rebuilt["kv_cache"]["refused"], \
+                rebuilt
+            assert rebuilt["cached_tokens"] == 0 and rebuilt["prompt_tokens"] == restore["prompt_tokens"]
+            assert rebuilt["kv_cache"]["saved"] == rebuilt["prompt_tokens"]  # the file is whole again
+            print(f"\nrestore of {restore['prompt_tokens']} tokens of {restore['messages']} messages: from OPFS "
+                  f"{restore['ms']:.0f} ms ({kv['restored']} positions read in {kv['restore_ms']:.0f} ms, "
+                  f"{restore['prompt_tokens'] - restore['cached_tokens']} computed, saved in {kv['save_ms']:.0f} ms; "
+                  f"reload to restored {wall:.1f} s), rebuilt by prefill {rebuilt['ms']:.0f} ms at "
+                  f"{rebuilt['prefill_tok_s']:.1f} tok/s")
+            restore = rebuilt
             _, after = ask(page, "And of Germany?", max_tokens=2)
             usage = after["usage"]
             assert usage["cached_tokens"] >= restore["prompt_tokens"] - 3, usage  # only the new message computed
@@ -260,5 +297,11 @@ def test_reload_rebuilds_the_kv_cache_and_edit_and_regenerate_reuse_it(launch_pr
             assert len(history) == 4 and page.locator("llm-chat .message").count() == 4
             saved = json.loads(page.evaluate("localStorage.getItem(Object.keys(localStorage)[0])"))
             assert saved["messages"] == history
+            # reset() forgets the kept KV cache with the text.
+            page.eval_on_selector("llm-chat", "el => el.reset()")
+            deadline = time.monotonic() + 30
+            while chat_files(page) and time.monotonic() < deadline:
+                time.sleep(0.2)
+            assert chat_files(page) == []
         finally:
             context.close()

@@ -1,10 +1,12 @@
 """Benchmark the browser runtime: drive web/bench.html in headless Chromium and print its result as one JSON line.
 
     python tools/browser_bench.py [--model smollm2] [--n 16] [--reps 2] [--prompt TEXT] [--tune on] [--sweep 8]
+                                  [--restore 500]
 
 Measures cold load (download into OPFS, judge, upload), warm load (a new worker, model from OPFS), time to first
 token, prefill and decode tokens/s and host milliseconds per token (with --sweep, every kernel variant the tuner
-chooses among timed beside the one running), on whatever WebGPU adapter Chromium offers
+chooses among timed beside the one running; with --restore, a conversation of that many tokens brought back from its
+KV cache kept in OPFS and by one prefill, side by side), on whatever WebGPU adapter Chromium offers
 (SwiftShader, a CPU emulation, on machines without a GPU). The page is served by the same small server the
 browser tests use: web/ at `/`, the model at `/models/` with HTTP Range. Needs `make web` first.
 """
@@ -57,6 +59,8 @@ def main() -> None:
     parser.add_argument("--tune", choices=("on", "off"), help="the kernel tuner (default: on for hardware adapters)")
     parser.add_argument("--sweep", type=int, default=0, metavar="ROUNDS",
                         help="then time every kernel variant the tuner chooses among, ROUNDS times each")
+    parser.add_argument("--restore", type=int, default=0, metavar="TOKENS",
+                        help="then time a conversation of about TOKENS tokens restored from OPFS and recomputed")
     parser.add_argument("--timeout", type=float, default=900, help="seconds")
     parser.add_argument("--chromium", default="/usr/bin/chromium")
     parser.add_argument("--web", type=Path, default=ROOT / "web",
@@ -70,6 +74,8 @@ def main() -> None:
         query["tune"] = int(args.tune == "on")
     if args.sweep:
         query["sweep"] = args.sweep
+    if args.restore:
+        query["restore"] = args.restore
     with bench_page(args.web, model, query, chromium=args.chromium, timeout_s=args.timeout) as (_, result):
         pass
     print(json.dumps(result))

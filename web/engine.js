@@ -6,6 +6,9 @@
 //     out.textContent += chunk.choices[0].delta.content ?? "";
 //   }
 //
+// A request's `prompt_cache_key` keeps that conversation's KV cache in OPFS, so a later visit reads it back instead
+// of computing it again (worker.js, runtime.py; `forgetConversation(key)` deletes it).
+//
 // On-device, the model runs in a worker (worker.js) that every tab of this origin asking for the same model shares
 // (engine-link.js; `shared: false` gives the page one of its own; `engine.info.sharing` says which). With
 // `endpoint` (an OpenAI-compatible /v1 URL) the same calls go to that server instead: always with mode "remote",
@@ -181,7 +184,7 @@ export class Engine extends EventTarget {
         this.#emit(loading ? "ready" : "handover", this.info);
         this.loaded.resolve();
         break;
-      case "token": case "done": case "stats": case "sweep":
+      case "token": case "done": case "stats": case "sweep": case "forget":
         this.pending.get(data.id)?.handle(data);
         break;
       case "error": {
@@ -234,6 +237,12 @@ export class Engine extends EventTarget {
     await this.ready;
     if (!this.link) return null;
     return new Promise((resolve) => this.#request(message, (data) => (resolve(data[message.type]), true)));
+  }
+
+  // Delete the conversation kept in this site's storage under `key` (requests' prompt_cache_key, below): "deleted",
+  // "none" (nothing was kept) or why not; null in remote mode.
+  async forgetConversation(key) {
+    return this.#ask({ type: "forget", key });
   }
 
   // Forget the conversation kept on the device (the next request starts a fresh KV cache).
@@ -300,7 +309,7 @@ class ReplyStream {
     const chunk = { ...base, object: this.isChat ? "chat.completion.chunk" : "text_completion", choices: [choice] };
     if (data.type === "token") chunk.llmchat = { token: data.token };
     if (data.type === "done") {
-      Object.assign(chunk, { usage: data.usage, llmchat: { timings: data.timings } });
+      Object.assign(chunk, { usage: data.usage, llmchat: { timings: data.timings, kv_cache: data.kv_cache ?? null } });
       if (data.message) this.message = data.message;
     }
     return chunk;

@@ -239,27 +239,35 @@ export class LLMChatElement extends HTMLElement {
     });
   }
 
-  // A restored conversation's KV cache, computed now in one prefill (a one-token completion of the whole history)
-  // rather than when the next message is sent; the engine keeps it, so that message only computes its own tokens.
+  // A restored conversation's KV cache, ready before the next message is sent: read back from this site's storage
+  // where the engine kept it (prompt_cache_key), else computed in one prefill (a one-token completion of the whole
+  // history). Either way only what follows it is computed when that message comes.
   async #rebuild() {
     const t0 = performance.now();
     const restoring = this.#reply(null, async () => {
       this.#status("Restoring the conversation…");
       let last = null;
       for await (last of await this.engine.chat.completions.create({ messages: this.#messages(), max_tokens: 1,
-        temperature: 0, stream: true }));
-      return { ...last.usage, timings: last.llmchat?.timings };
+        temperature: 0, stream: true, ...this.#cacheKey() }));
+      return { ...last.usage, timings: last.llmchat?.timings, kv_cache: last.llmchat?.kv_cache ?? null };
     });
     this.restoring = restoring.catch(() => {}).finally(() => { this.restoring = null; });
     try {
       const usage = await restoring;
       if (!usage) return;
       const ms = performance.now() - t0;
-      this.#status(`Conversation restored (${this.history.length} messages, ${usage.prompt_tokens} tokens in ` +
-        `${(ms / 1000).toFixed(1)} s)`);
+      const stored = usage.kv_cache?.restored > 0;
+      this.#status(`Conversation restored (${this.history.length} messages, ${usage.prompt_tokens} tokens, ` +
+        `${stored ? `${usage.cached_tokens} read from storage` : "computed again"}, in ${(ms / 1000).toFixed(1)} s)`);
       this.#fire("llm-restore", { messages: this.history.length, prompt_tokens: usage.prompt_tokens,
-        cached_tokens: usage.cached_tokens, ms, prefill_tok_s: usage.timings?.prefill_tok_s ?? null });
+        cached_tokens: usage.cached_tokens, ms, prefill_tok_s: usage.timings?.prefill_tok_s ?? null,
+        kv_cache: usage.kv_cache });
     } catch { /* reported by #reply */ }
+  }
+
+  // The conversation's KV cache is kept in this site's storage beside its text (persist), on this device only.
+  #cacheKey() {
+    return this.#persisted && this.storeKey && this.engine?.mode === "local" ? { prompt_cache_key: this.storeKey } : {};
   }
 
   // What this site stores (models, sizes, free space), each model with a Delete button; shown by itself when a
@@ -402,7 +410,7 @@ export class LLMChatElement extends HTMLElement {
     const tools = Array.isArray(this.tools) && this.tools.length ? this.tools : null;
     const stream = await this.engine.chat.completions.create({
       messages, stream: true, max_tokens: this.#number("max-tokens", 256),
-      temperature: this.#number("temperature", 0),
+      temperature: this.#number("temperature", 0), ...this.#cacheKey(),
       ...(tools ? { tools, tool_choice: toolsAllowed ? "auto" : "none" } : {}),
     });
     this.current = stream;
@@ -475,6 +483,8 @@ export class LLMChatElement extends HTMLElement {
     this.stop();
     this.history = [];
     this.$(".log").replaceChildren();
+    const { prompt_cache_key: key } = this.#cacheKey();
+    if (key) this.engine.forgetConversation(key);
     this.engine?.reset();
     this.#save();
   }

@@ -71,7 +71,7 @@ export class ModelStore {
   // Tabs of one origin share OPFS: whatever reads or writes this model's files runs under one Web Lock per URL,
   // so a second tab waits for the first one's download and then finds the file complete instead of failing.
   async #locked(job) {
-    this.key ??= await modelKey(this.url);
+    this.key ??= await storageName(this.url);
     if (!navigator.locks) return job();
     return navigator.locks.request(`llmchat-model:${this.key}`, job);
   }
@@ -422,9 +422,10 @@ function mib(bytes) {
   return `${(bytes / 2 ** 20).toFixed(bytes < 10 * 2 ** 20 ? 1 : 0)} MiB`;
 }
 
-// The name of a model's files in OPFS: the first 32 hex digits of the sha256 of its absolute URL.
-export async function modelKey(url) {
-  const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(url));
+// The name of a model's files in OPFS (or of a kept conversation's file, worker.js): the first 32 hex digits of the
+// sha256 of its absolute URL (its key).
+export async function storageName(text) {
+  const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(text));
   return Array.from(new Uint8Array(digest), (b) => b.toString(16).padStart(2, "0")).join("").slice(0, 32);
 }
 
@@ -551,7 +552,7 @@ export async function deleteModel(url) {
   const dir = await modelsDir();
   if (!model || !dir) return 0;
   for (const file of model.files) {
-    const key = /^[0-9a-f]{32}$/.test(file) ? file : await modelKey(file);
+    const key = /^[0-9a-f]{32}$/.test(file) ? file : await storageName(file);
     const job = () => removeFiles(dir, key);
     if (!navigator.locks) await job();
     else {

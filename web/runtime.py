@@ -11,6 +11,7 @@ import time
 
 from ..api import LLM
 from ..browser_source import BrowserSource
+from ..chat_cache import ChatCacheError
 from ..engine import CONTEXT_MIN
 from ..errors import InvalidRequestError, SourceError
 from ..gguf import GGUFFile, open_gguf
@@ -98,17 +99,23 @@ def sweep(rounds: int) -> str:
     return json.dumps(_state["llm"].sweep_kernels(int(rounds)))
 
 
-def chat(request: str, emit, should_stop) -> None:
+def chat(request: str, emit, should_stop, cache=None) -> None:
     """Stream a reply to `request` (JSON: messages, or a raw prompt; max_tokens, stop, sampling options, and the
     structured-output and tool fields of `LLM.chat`).
 
     `emit(json)` receives {"text", "token", "reasoning", "tool_calls"} per piece (OpenAI's delta parts) and a final
-    {"finish_reason", "usage", "timings", "message"}; `should_stop()` is asked between tokens (the stop button),
-    and a stop ends the reply with finish "stop". The conversation keeps its KV cache across calls: a request
-    that repeats the previous turns only computes the new tokens.
+    {"finish_reason", "usage", "timings", "message", "kv_cache"}; `should_stop()` is asked between tokens (the stop
+    button), and a stop ends the reply with finish "stop". The conversation keeps its KV cache across calls: a
+    request that repeats the previous turns only computes the new tokens.
+
+    A chat request with `prompt_cache_key` keeps that conversation's KV cache in OPFS too: `cache` is a JS object
+    {handle (the key's file, a FileSystemSyncAccessHandle), identity (of the model's bytes), error (why there is
+    no handle)} from the worker. Before the reply, a conversation this engine does not hold is restored from it;
+    after a finished reply it is saved (LLM.save_chat writes only what changed). "kv_cache" says what happened.
     """
     llm: LLM = _state["llm"]
     body = json.loads(request)
+    kept = _kept_file(llm, body.get("prompt_cache_key"), cache) if "messages" in body else None
     sampling = {k: body[k] for k in ("temperature", "top_k", "top_p", "min_p", "seed", "repetition_penalty",
                                      "presence_penalty", "frequency_penalty") if body.get(k) is not None}
     if body.get("logit_bias"):  # JSON keys are strings; the sampler refuses ids outside the vocabulary
@@ -130,7 +137,7 @@ def chat(request: str, emit, should_stop) -> None:
         if event.finish_reason is not None:
             emit(json.dumps({"finish_reason": event.finish_reason, "usage": event.usage, "timings": event.timings,
                              "message": event.message, "text": event.text, "reasoning": event.reasoning,
-                             "tool_calls": event.tool_calls}))
+                             "tool_calls": event.tool_calls, "kv_cache": kept.save() if kept else None}))
             return
         emit(json.dumps({"text": event.text, "token": event.token, "reasoning": event.reasoning,
                          "tool_calls": event.tool_calls}))
@@ -142,10 +149,85 @@ def chat(request: str, emit, should_stop) -> None:
             return
 
 
+class OPFSFile:
+    """chat_cache.ChatFile over an OPFS FileSystemSyncAccessHandle (synchronous calls in a dedicated worker)."""
+
+    def __init__(self, handle) -> None:
+        self._handle = handle
+
+    def size(self) -> int:
+        return int(self._handle.getSize())
+
+    def read(self, offset: int, size: int) -> bytes:
+        from js import Uint8Array
+        buffer = Uint8Array.new(size)
+        n = self._handle.read(buffer, _at(offset))
+        return buffer.subarray(0, n).to_bytes()
+
+    def write(self, offset: int, data: bytes) -> None:
+        from pyodide.ffi import to_js
+        self._handle.write(to_js(memoryview(data)), _at(offset))
+
+    def truncate(self, size: int) -> None:
+        self._handle.truncate(size)
+
+
+def _at(offset: int):
+    from js import Object
+    from pyodide.ffi import to_js
+    return to_js({"at": offset}, dict_converter=Object.fromEntries)
+
+
+class _KeptChat:
+    """One request's use of a conversation kept in OPFS under its prompt_cache_key: the restore before it (done
+    in the constructor) and the save after it, reported as the reply's "kv_cache"."""
+
+    def __init__(self, llm: LLM, key: str, cache) -> None:
+        self.llm, self.key, self.report = llm, key, {"key": key}
+        self.file = OPFSFile(cache.handle) if cache and cache.handle else None
+        self.identity = str(cache.identity) if cache and cache.identity else ""
+        if self.file is None:
+            self.report["error"] = str(cache.error) if cache and cache.error else "no file for it"
+        elif _state.get("chat_key") != key and self.file.size():
+            t0 = time.perf_counter()
+            try:
+                self.report["restored"] = llm.restore_chat(self.file, self.identity)
+            except Exception as e:  # noqa: BLE001 - damaged, another model, OPFS failing: computed again
+                self.report["refused"] = str(e) if isinstance(e, ChatCacheError) else f"{type(e).__name__}: {e}"
+            self.report["restore_ms"] = (time.perf_counter() - t0) * 1000
+        _state["chat_key"] = key
+
+    def save(self) -> dict:
+        if self.file is not None:
+            t0 = time.perf_counter()
+            try:
+                saved = self.llm.save_chat(self.file, self.identity)
+                self.report.update(saved=saved.tokens, written=saved.written, bytes=saved.nbytes)
+            except Exception as e:  # noqa: BLE001 - OPFS full or gone: the reply stands, the next visit computes
+                self.report["error"] = f"not saved: {e}"
+            self.report["save_ms"] = (time.perf_counter() - t0) * 1000
+        return self.report
+
+
+def _kept_file(llm: LLM, key, cache) -> _KeptChat | None:
+    if key is None:
+        _state["chat_key"] = None  # the conversation held from here on belongs to no key
+        return None
+    if not isinstance(key, str) or not key:
+        raise InvalidRequestError("prompt_cache_key must be a non-empty string")
+    return _KeptChat(llm, key, cache)
+
+
 def _token_id(key: str) -> int:
     if not key.isascii() or not key.isdigit():
         raise InvalidRequestError(f"logit_bias key {key[:40]!r} is not a token id")
     return int(key)
+
+
+def forget(key: str) -> None:
+    """The conversation kept under `key` is about to be deleted: if this engine holds it, it forgets it too."""
+    if _state.get("chat_key") == key:
+        reset()
 
 
 def reset() -> None:
@@ -153,3 +235,4 @@ def reset() -> None:
     llm = _state.get("llm")
     if llm is not None:
         llm.reset_chat()
+    _state["chat_key"] = None

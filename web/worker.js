@@ -10,6 +10,7 @@
 //   {type: "chat", id, request}      request: {messages | prompt, max_tokens, temperature, ...}
 //   {type: "stop", id}               ends reply `id` after the token being computed
 //   {type: "reset"}                  forgets the conversation
+//   {type: "forget", id, key}        deletes the conversation kept under prompt_cache_key `key`
 //   {type: "stats", id}              asks for the GPU bridge's counters
 //   {type: "sweep", id, rounds}      times every kernel variant the tuner chooses among (LLM.sweep_kernels)
 //   {type: "connect", port}          (from the owning tab) serve one more tab on `port`
@@ -17,7 +18,7 @@
 // Messages to a tab (ids are each tab's own):
 //   {type: "status", text} {type: "progress", phase, loaded, total} {type: "warning", code, message}
 //   {type: "ready", info} {type: "token", id, text, token} {type: "done", id, finish_reason, usage, timings}
-//   {type: "stats", id, stats} {type: "sweep", id, sweep}
+//   {type: "stats", id, stats} {type: "sweep", id, sweep} {type: "forget", id, forget}
 //   {type: "error", id?, code, message}
 //
 // Order of a first load: open WebGPU (no GPU, no download), then boot Pyodide while the model's first megabyte
@@ -28,7 +29,7 @@
 
 import { isSoftwareAdapter } from "./adapter.js";
 import { requestGPU } from "./gpu.js";
-import { ModelError, ModelStore, checkQuota } from "./model-store.js";
+import { ModelError, ModelStore, checkQuota, storageName } from "./model-store.js";
 
 let pyodide = null;
 let runtime = null;
@@ -86,6 +87,11 @@ async function handle(message, client) {
   }
   if (message.type === "chat") return chat(message, client);
   if (message.type === "reset") return runtime.reset();
+  if (message.type === "forget") {
+    runtime.forget(message.key);
+    const forget = await removeChat(message.key);
+    return client.port.postMessage({ type: "forget", id: message.id, forget });
+  }
   if (message.type === "stats") {
     return client.port.postMessage({ type: "stats", id: message.id, stats: { ...bridge.stats } });
   }
@@ -352,10 +358,42 @@ async function chat({ id, request }, client) {
     client.port.postMessage({ type: event.finish_reason ? "done" : "token", id, ...event });
   };
   const shouldStop = () => client.stops.has(id) || !clients.has(client); // a tab that left reads no more
+  const cache = request.messages && typeof request.prompt_cache_key === "string" ?
+    await openChat(request.prompt_cache_key) : null;
   try {
-    await runtime.chat.callPromising(JSON.stringify(request), emit, shouldStop);
+    await runtime.chat.callPromising(JSON.stringify(request), emit, shouldStop, cache);
   } finally {
     client.stops.delete(id);
+    cache?.handle?.close();
+  }
+}
+
+// Conversations kept for a later visit (requests with prompt_cache_key): one file each in this OPFS folder, named
+// by the key's digest. Python restores and saves them (runtime.py's _KeptChat; the format is chat_cache.py's).
+const CHATS_DIR = "llmchat-chats";
+
+// {handle, identity, error}: the key's file opened for synchronous access (created empty when new), or why not
+// (no OPFS, or another engine of this origin has it open); the identity of the model's bytes (its files' URLs,
+// sizes, ETags, checksums), so that a kept cache is refused once the model file changes.
+async function openChat(key) {
+  const identity = JSON.stringify(shards.all().map((s) => [s.url, s.meta?.size, s.meta?.validator, s.meta?.sha256]));
+  try {
+    const dir = await (await navigator.storage.getDirectory()).getDirectoryHandle(CHATS_DIR, { create: true });
+    const file = await dir.getFileHandle(await storageName(key), { create: true });
+    return { handle: await file.createSyncAccessHandle(), identity, error: null };
+  } catch (error) {
+    return { handle: null, identity, error: `${error.name}: ${error.message}` };
+  }
+}
+
+// Deletes the file kept for `key`: "deleted", "none" (there was none) or why not.
+async function removeChat(key) {
+  try {
+    const dir = await (await navigator.storage.getDirectory()).getDirectoryHandle(CHATS_DIR);
+    await dir.removeEntry(await storageName(key));
+    return "deleted";
+  } catch (error) {
+    return error.name === "NotFoundError" ? "none" : `not deleted: ${error.name}: ${error.message}`;
   }
 }
 

@@ -141,6 +141,8 @@ class ChatCompletionRequest(_Sampling):
     chat_template_kwargs: dict[str, Any] | None = Field(
         None, description='extra variables for the chat template, e.g. {"enable_thinking": false}')
     enable_thinking: bool | None = Field(None, description="WebLLM's switch; the same as chat_template_kwargs'")
+    prompt_cache_key: str | None = Field(
+        None, description="OpenAI's cache hint; accepted: this server shares any cached prefix without one")
     # Not implemented yet.
     functions: Any = _not_yet()
     function_call: Any = _not_yet()
