@@ -266,6 +266,12 @@ def test_reload_restores_the_kv_cache_and_edit_and_regenerate_reuse_it(launch_pr
                   f"reload to restored {wall:.1f} s), rebuilt by prefill {rebuilt['ms']:.0f} ms at "
                   f"{rebuilt['prefill_tok_s']:.1f} tok/s")
             restore = rebuilt
+            # The kept cache counts in the site's storage, and deleteConversations removes it (the text stays).
+            kept = chat_files(page)
+            api = "import('/llm-chat.js').then((m) => m.{}())"
+            assert page.evaluate(api.format("storageEstimate"))["conversations"] == kept[0]["size"] > 0
+            assert page.evaluate(api.format("deleteConversations")) == kept[0]["size"]
+            assert chat_files(page) == [] and page.evaluate(api.format("storageEstimate"))["conversations"] == 0
             _, after = ask(page, "And of Germany?", max_tokens=2)
             usage = after["usage"]
             assert usage["cached_tokens"] >= restore["prompt_tokens"] - 3, usage  # only the new message computed
@@ -297,7 +303,10 @@ def test_reload_restores_the_kv_cache_and_edit_and_regenerate_reuse_it(launch_pr
             assert len(history) == 4 and page.locator("llm-chat .message").count() == 4
             saved = json.loads(page.evaluate("localStorage.getItem(Object.keys(localStorage)[0])"))
             assert saved["messages"] == history
-            # reset() forgets the kept KV cache with the text.
+            # The element's storage panel shows the kept cache; reset() forgets it with the text.
+            page.eval_on_selector("llm-chat", "el => el.showStorage()")
+            assert "Kept conversation caches" in page.locator("llm-chat .storage").inner_text()
+            assert page.locator("llm-chat .delete-conversations").is_visible()
             page.eval_on_selector("llm-chat", "el => el.reset()")
             deadline = time.monotonic() + 30
             while chat_files(page) and time.monotonic() < deadline:

@@ -20,11 +20,12 @@
 // is never inserted as HTML: Markdown is built into DOM nodes by web/markdown.js, or shown as plain text with
 // render="text".
 
-import { Engine, createEngine, deleteModel, hasModel, listModels, probeWebGPU, storageEstimate } from "./engine.js";
+import { Engine, createEngine, deleteConversations, deleteModel, hasModel, listModels, probeWebGPU,
+  storageEstimate } from "./engine.js";
 import { conversationKey, loadConversation, saveConversation } from "./chat-store.js";
 import { MarkdownView } from "./markdown.js";
 
-export { Engine, createEngine, deleteModel, hasModel, listModels, probeWebGPU, storageEstimate };
+export { Engine, createEngine, deleteConversations, deleteModel, hasModel, listModels, probeWebGPU, storageEstimate };
 
 const STYLE = `
 :host {
@@ -303,6 +304,23 @@ export class LLMChatElement extends HTMLElement {
       list.append(item);
     }
     if (!models.length) list.textContent = "None.";
+    const parts = [title, list];
+    if (estimate.conversations) { // KV caches of kept conversations: computed again when needed, so they may go
+      const line = document.createElement("p");
+      line.textContent = `Kept conversation caches: ${mib(estimate.conversations)} `;
+      const remove = document.createElement("button");
+      remove.type = "button";
+      remove.className = "delete-conversations";
+      remove.textContent = "Delete";
+      remove.setAttribute("aria-label", "Delete the kept conversation caches (the conversations stay)");
+      remove.addEventListener("click", async () => {
+        remove.disabled = true;
+        await deleteConversations();
+        this.showStorage();
+      });
+      line.append(remove);
+      parts.push(line);
+    }
     const retry = document.createElement("button");
     retry.type = "button";
     retry.className = "retry";
@@ -312,7 +330,7 @@ export class LLMChatElement extends HTMLElement {
       this.engine = null;
       this.#start();
     });
-    box.replaceChildren(title, list, retry);
+    box.replaceChildren(...parts, retry);
     box.hidden = false;
   }
 

@@ -470,13 +470,48 @@ async function quotaError(size, need, url, estimate = null) {
 const SHARD = /^(.*)-(\d{5})-of-(\d{5})\.gguf$/; // gguf-split's names, as core/gguf.py reads them
 
 async function modelsDir(create = false) {
+  return folder(DIR, create);
+}
+
+async function folder(name, create) {
   if (!navigator.storage?.getDirectory) return null;
   const root = await navigator.storage.getDirectory();
   try {
-    return await root.getDirectoryHandle(DIR, { create });
+    return await root.getDirectoryHandle(name, { create });
   } catch {
     return null;
   }
+}
+
+// Conversations' KV caches the engine keeps (requests with prompt_cache_key; worker.js writes them): one file each,
+// named by the key's digest (storageName), in this folder.
+export const CHATS_DIR = "llmchat-chats";
+
+export async function chatsDir(create = false) {
+  return folder(CHATS_DIR, create);
+}
+
+// [{name, bytes}] of the kept conversations; one being written right now counts as 0 bytes.
+async function chatFiles() {
+  const dir = await chatsDir();
+  const files = [];
+  if (dir) {
+    for await (const [name, handle] of dir.entries()) {
+      if (handle.kind === "file") files.push({ name, bytes: await handle.getFile().then((f) => f.size, () => 0) });
+    }
+  }
+  return files;
+}
+
+// Deletes every kept conversation cache (the conversations' text stays: the next request computes its KV cache
+// again); resolves with the bytes freed. One a reply is saving right now stays.
+export async function deleteConversations() {
+  const dir = await chatsDir();
+  let freed = 0;
+  for (const file of await chatFiles()) {
+    if (await dir.removeEntry(file.name).then(() => true, () => false)) freed += file.bytes;
+  }
+  return freed;
 }
 
 // Every file the store holds, with its metadata: [{key, url, size, have, complete, sha256, stored, bytes}].
@@ -566,12 +601,13 @@ export async function deleteModel(url) {
 }
 
 // What the browser lets this site store and what it uses (navigator.storage.estimate), with what llmchat's
-// models take of it: {quota, usage, free, models (bytes), persisted}.
+// models and kept conversation caches take of it: {quota, usage, free, models, conversations (bytes), persisted}.
 export async function storageEstimate() {
   const { quota = null, usage = null } = (await navigator.storage?.estimate?.().catch(() => null)) ?? {};
   const models = (await storedFiles()).reduce((n, f) => n + f.bytes, 0);
+  const conversations = (await chatFiles()).reduce((n, f) => n + f.bytes, 0);
   const persisted = (await navigator.storage?.persisted?.().catch(() => false)) ?? false;
-  return { quota, usage, free: quota === null ? null : Math.max(0, quota - usage), models, persisted };
+  return { quota, usage, free: quota === null ? null : Math.max(0, quota - usage), models, conversations, persisted };
 }
 
 function absolute(url) {

@@ -29,7 +29,7 @@
 
 import { isSoftwareAdapter } from "./adapter.js";
 import { requestGPU } from "./gpu.js";
-import { ModelError, ModelStore, checkQuota, storageName } from "./model-store.js";
+import { ModelError, ModelStore, chatsDir, checkQuota, storageName } from "./model-store.js";
 
 let pyodide = null;
 let runtime = null;
@@ -368,9 +368,8 @@ async function chat({ id, request }, client) {
   }
 }
 
-// Conversations kept for a later visit (requests with prompt_cache_key): one file each in this OPFS folder, named
-// by the key's digest. Python restores and saves them (runtime.py's _KeptChat; the format is chat_cache.py's).
-const CHATS_DIR = "llmchat-chats";
+// Conversations kept for a later visit (requests with prompt_cache_key): one file each (model-store.js's chatsDir),
+// named by the key's digest. Python restores and saves them (runtime.py's _KeptChat; the format is chat_cache.py's).
 
 // {handle, identity, error}: the key's file opened for synchronous access (created empty when new), or why not
 // (no OPFS, or another engine of this origin has it open); the identity of the model's bytes (its files' URLs,
@@ -378,8 +377,7 @@ const CHATS_DIR = "llmchat-chats";
 async function openChat(key) {
   const identity = JSON.stringify(shards.all().map((s) => [s.url, s.meta?.size, s.meta?.validator, s.meta?.sha256]));
   try {
-    const dir = await (await navigator.storage.getDirectory()).getDirectoryHandle(CHATS_DIR, { create: true });
-    const file = await dir.getFileHandle(await storageName(key), { create: true });
+    const file = await (await chatsDir(true)).getFileHandle(await storageName(key), { create: true });
     return { handle: await file.createSyncAccessHandle(), identity, error: null };
   } catch (error) {
     return { handle: null, identity, error: `${error.name}: ${error.message}` };
@@ -389,7 +387,8 @@ async function openChat(key) {
 // Deletes the file kept for `key`: "deleted", "none" (there was none) or why not.
 async function removeChat(key) {
   try {
-    const dir = await (await navigator.storage.getDirectory()).getDirectoryHandle(CHATS_DIR);
+    const dir = await chatsDir();
+    if (!dir) return "none";
     await dir.removeEntry(await storageName(key));
     return "deleted";
   } catch (error) {
