@@ -6,7 +6,7 @@
 // same way. When that tab closes, its lock passes to a waiting tab, which starts the worker again (the model comes
 // from OPFS, not the network) and says so on the channel; every tab then joins it anew (`onLeader`). Conversations
 // live in the tabs (each request carries its messages), so nothing is lost but the KV cache, which the next request
-// fills again.
+// fills again (or reads back from OPFS, when it carries a prompt_cache_key).
 //
 // A SharedWorker would spare the relay, and Chromium does expose WebGPU in one, but a shared worker has neither
 // OPFS sync access handles (model-store.js writes through them: resumable downloads in place) nor nested workers.
