@@ -24,18 +24,21 @@ def second_turn(b1_reply: str) -> list[dict]:
     return [*B1, {"role": "assistant", "content": b1_reply}, {"role": "user", "content": "And another?"}]
 
 
-# The JS API with a few helpers the test calls: `ask` streams a greedy reply and keeps its token ids.
+# The JS API with a few helpers the test calls: `ask` streams a greedy reply (its conversation kept in OPFS under
+# `key`, if given) and keeps its token ids, usage and what happened to the kept cache.
 API_PAGE = """<!doctype html><script type="module">
   import { createEngine } from "/llm-chat.js";
   window.engine = await createEngine({ model: "%s", context: 256 });
-  window.ask = async (messages, max_tokens) => {
+  window.ask = async (messages, max_tokens, key) => {
     const tokens = [];
     let text = "";
-    for await (const chunk of await engine.chat.completions.create({ messages, max_tokens, stream: true })) {
-      if (chunk.llmchat?.token !== undefined) tokens.push(chunk.llmchat.token);
-      text += chunk.choices[0].delta.content ?? "";
+    let last = null;
+    for await (last of await engine.chat.completions.create({ messages, max_tokens, stream: true,
+                                                              ...(key ? { prompt_cache_key: key } : {}) })) {
+      if (last.llmchat?.token !== undefined) tokens.push(last.llmchat.token);
+      text += last.choices[0].delta.content ?? "";
     }
-    return { tokens, text };
+    return { tokens, text, usage: last.usage, kv: last.llmchat?.kv_cache ?? null };
   };
   window.ready = true;
 </script>""" % MODEL
@@ -75,9 +78,9 @@ def open_api(context, server):
     return page
 
 
-def start(page, messages: list[dict], name: str) -> None:
-    page.evaluate("([m, name]) => { ask(m, 3).then((r) => { window[name] = r; }, (e) => { window[name] = "
-                  "{ error: e.code + ': ' + e.message }; }); }", [messages, name])
+def start(page, messages: list[dict], name: str, key: str | None = None) -> None:
+    page.evaluate("([m, name, key]) => { ask(m, 3, key).then((r) => { window[name] = r; }, (e) => { window[name] = "
+                  "{ error: e.code + ': ' + e.message }; }); }", [messages, name, key])
 
 
 def result(page, name: str) -> dict:
@@ -119,11 +122,13 @@ def test_two_pages_share_one_engine_and_hand_over(server, context, native):
 
     # Both pages ask at once: the engine takes the requests in turn, and each page gets its own reply, the one the
     # native engine gives (greedy).
+    # The second page keeps its conversation's KV cache in OPFS (prompt_cache_key).
     start(leader, A1, "a1")
-    start(follower, B1, "b1")
+    start(follower, B1, "b1", key="b")
     a1, b1 = result(leader, "a1"), result(follower, "b1")
     assert a1["tokens"] == native["a1"]["tokens"] and b1["tokens"] == native["b1"]["tokens"], (a1, b1, native)
     assert len(a1["tokens"]) == len(b1["tokens"]) == 3
+    assert a1["kv"] is None and b1["kv"]["saved"] == b1["usage"]["prompt_tokens"] + 2, b1  # the last token: not fed
 
     # The page that runs the engine closes while the other's reply streams: that reply ends with "handover"; the
     # other page takes the engine over, and its conversation goes on.
@@ -143,9 +148,11 @@ def test_two_pages_share_one_engine_and_hand_over(server, context, native):
     assert follower.evaluate("window.cut") == "handover"
     follower.wait_for_function("engine.info.leader")
     assert len(follower.workers) == 1
-    start(follower, second_turn(b1["text"]), "b2")
+    start(follower, second_turn(b1["text"]), "b2", key="b")
     b2 = result(follower, "b2")
     assert b2["tokens"] == native["b2"]["tokens"] and len(b2["tokens"]) == 3, (b2, native["b2"])
+    # The new engine read the conversation back from OPFS rather than computing it again.
+    assert b2["kv"]["restored"] == b1["kv"]["saved"] and b2["usage"]["cached_tokens"] >= b1["usage"]["prompt_tokens"], b2
     assert follower.evaluate("engine.info.engine") != lead["engine"]  # a new worker, the model from OPFS:
     assert (server.log.model_bytes, len(server.log.model_requests())) == downloaded  # still the one download
 
