@@ -73,6 +73,7 @@ class Engine:
         self.logits = rec.act("logits", self.max_step, self.config.vocab_size)
         self.candidates = device.buffer(candidates_bytes(self.max_step), "candidates")
         self._programs: dict[tuple[int, int, int, int], Program] = {}
+        self._recordings: dict[tuple[int, int, int, int], Recorder] = {}  # `prepare`d, not built yet
         # host_s: Python and driver time of steps, program recording excluded (record_s), GPU waits excluded
         self.stats = {"steps": 0, "tokens": 0, "host_s": 0.0, "record_s": 0.0}
 
@@ -82,17 +83,31 @@ class Engine:
     def program(self, rows: int, out_rows: int, top_k: int = 0, context: int | None = None) -> Program:
         """The program for steps of `rows` tokens, `out_rows` of them producing logits (or top-k candidates), in
         which no token sees more than `context` positions (default: the whole context)."""
-        context = self.context if context is None else min(context, self.context)
-        key = (rows, out_rows, top_k, context)
+        key = self._key(rows, out_rows, top_k, context)
         prog = self._programs.get(key)
         if prog is None:
-            rec = self._recorder()
-            logits = Act(self.logits.buffer, out_rows, self.logits.cols)
-            self.model.record(rec, self.acts.cut(rows, out_rows), self.kv, logits, context=context)
-            if top_k:
-                ops.topk(rec, logits, self.candidates, top_k)
+            rec = self._recordings.pop(key, None) or self._record(*key)
             prog = self._programs[key] = rec.finish()
         return prog
+
+    def prepare(self, rows: int, out_rows: int, top_k: int = 0, context: int | None = None) -> None:
+        """Record `program(rows, out_rows, top_k, context)` without building it: where kernels compile in the
+        background (the browser's device), they start now and nothing waits for them until the program is first
+        asked for. Natively kernels compile as they are recorded, so this only moves that work earlier."""
+        key = self._key(rows, out_rows, top_k, context)
+        if key not in self._programs and key not in self._recordings:
+            self._recordings[key] = self._record(*key)
+
+    def _key(self, rows: int, out_rows: int, top_k: int, context: int | None) -> tuple[int, int, int, int]:
+        return rows, out_rows, top_k, self.context if context is None else min(context, self.context)
+
+    def _record(self, rows: int, out_rows: int, top_k: int, context: int) -> Recorder:
+        rec = self._recorder()
+        logits = Act(self.logits.buffer, out_rows, self.logits.cols)
+        self.model.record(rec, self.acts.cut(rows, out_rows), self.kv, logits, context=context)
+        if top_k:
+            ops.topk(rec, logits, self.candidates, top_k)
+        return rec
 
     def dispatches_per_step(self, rows: int = 1, out_rows: int = 1, top_k: int = 1, context: int | None = None) -> int:
         """Dispatches of the step that feeds `rows` tokens reaching position `context` (default: the full context)."""

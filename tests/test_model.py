@@ -213,3 +213,21 @@ def test_gated_units_apart_match_numpy(tmp_path, device, monkeypatch):
     assert np.abs(got - ref).max() / np.abs(ref).max() < 1e-4
     matmuls = [label for label in compiled if label.startswith("matmul")]
     assert matmuls and not any("[MODE=2]" in label for label in matmuls), matmuls
+
+
+def test_a_prepared_program_is_recorded_once_and_built_when_asked(tmp_path, device, monkeypatch):
+    """Engine.prepare records a step's program (its kernels start compiling) and program() later builds that same
+    recording: nothing is recorded twice (the browser's replies after a prepared prompt step are checked against
+    the native engine's in test_browser_shared.py)."""
+    path = write_model(tmp_path / "m.gguf", qtype=Q.Q8_0)
+    llm = LLM(str(path), device=device, context=256)
+    engine, recorded = llm.engine, []
+    record = engine._record
+    monkeypatch.setattr(engine, "_record", lambda *key: recorded.append(key) or record(*key))
+    engine.prepare(8, 1, 1, 128)
+    engine.prepare(8, 1, 1, 128)
+    assert recorded == [(8, 1, 1, 128)]
+    program = engine.program(8, 1, 1, 128)
+    assert recorded == [(8, 1, 1, 128)] and engine.program(8, 1, 1, 128) is program
+    engine.prepare(8, 1, 1, 128)  # already built: nothing to do
+    assert recorded == [(8, 1, 1, 128)]

@@ -83,10 +83,11 @@ def load(store, context: int, open_shard=None, tune: bool | None = None, tune_js
     cache = MemoryStore(entries if isinstance(entries, dict) else {}, place=f"opfs:{TUNE_FILE}")
     llm = LLM(open_model(store, open_shard), context=context, device=_state["device"], max_tokens_per_step=STEP_TOKENS,
               tune=tune, tune_store=cache)
-    # The kernels of a short reply (its prompt step, greedy sampling) compile now, while the weights upload, rather
-    # than before its first token: on SwiftShader five more pipelines, seconds each.
-    for rows in (1, STEP_TOKENS):
-        llm.engine.program(rows, 1, 1, CONTEXT_MIN)
+    # The kernels of a short reply (its prompt step, greedy sampling) start compiling now, while the weights upload,
+    # rather than when its prompt comes: on SwiftShader the prompt step's matmul tiles take seconds each. The load
+    # waits only for the decode step's; a prompt that comes before the rest are done waits for those.
+    llm.engine.program(1, 1, 1, CONTEXT_MIN)
+    llm.engine.prepare(STEP_TOKENS, 1, 1, CONTEXT_MIN)
     _state["llm"] = llm
     return json.dumps({"load_s": time.perf_counter() - t0, "context": llm.context,
                        "dispatches_per_token": llm.engine.dispatches_per_step(), "tuning": llm.tuning.summary(),
