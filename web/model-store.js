@@ -110,7 +110,8 @@ export class ModelStore {
   // the file (its sync access handle locks it), reads past the first request's bytes go to the network.
   async read(offset, length) {
     if (offset + length <= this.have && !this.downloading) {
-      const file = await this.fileHandle.getFile();
+      // A complete file no longer changes: one snapshot serves every read (a load makes hundreds).
+      const file = this.complete ? (this.file ??= await this.fileHandle.getFile()) : await this.fileHandle.getFile();
       return new Uint8Array(await file.slice(offset, offset + length).arrayBuffer());
     }
     if (this.probe && offset + length <= this.probe.length) return this.probe.slice(offset, offset + length);

@@ -62,9 +62,14 @@ def check(store, bridge, context: int, gpu_budget: int, profile: str | None = No
     `profile` the page named (llmchat.gpu.profiles; its GPU memory budget counts with `gpu_budget`). Returns the
     plan as JSON."""
     device = BrowserDevice(bridge, profile=profile or None)
-    with open_model(store, open_shard) as gguf:
+    gguf = open_model(store, open_shard)
+    try:
         result = plan(gguf, device.info, context, gpu_budget)
-    _state["device"] = device
+    except BaseException:
+        gguf.close()
+        raise
+    # Kept for `load`: parsing the header again (a vocabulary's strings) would cost the load ~0.4 s on SwiftShader.
+    _state["device"], _state["gguf"] = device, gguf
     result["adapter"] = device.info.as_dict()
     return json.dumps(result)
 
@@ -81,7 +86,8 @@ def load(store, context: int, open_shard=None, tune: bool | None = None, tune_js
     except ValueError:
         entries = {}  # unreadable: measure again, and the rewrite replaces it
     cache = MemoryStore(entries if isinstance(entries, dict) else {}, place=f"opfs:{TUNE_FILE}")
-    llm = LLM(open_model(store, open_shard), context=context, device=_state["device"], max_tokens_per_step=STEP_TOKENS,
+    gguf = _state.pop("gguf", None) or open_model(store, open_shard)
+    llm = LLM(gguf, context=context, device=_state["device"], max_tokens_per_step=STEP_TOKENS,
               tune=tune, tune_store=cache)
     # The kernels of a short reply (its prompt step, greedy sampling) start compiling now, while the weights upload,
     # rather than when its prompt comes: on SwiftShader the prompt step's matmul tiles take seconds each. The load
