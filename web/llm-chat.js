@@ -502,7 +502,7 @@ export class LLMChatElement extends HTMLElement {
     this.history = [];
     this.$(".log").replaceChildren();
     const { prompt_cache_key: key } = this.#cacheKey();
-    if (key) this.engine.forgetConversation(key);
+    if (key) this.engine.forgetConversation(key).catch(() => {}); // an engine that failed to load kept nothing
     this.engine?.reset();
     this.#save();
   }

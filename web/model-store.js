@@ -423,8 +423,8 @@ function mib(bytes) {
   return `${(bytes / 2 ** 20).toFixed(bytes < 10 * 2 ** 20 ? 1 : 0)} MiB`;
 }
 
-// The name of a model's files in OPFS (or of a kept conversation's file, worker.js): the first 32 hex digits of the
-// sha256 of its absolute URL (its key).
+// The name in OPFS of the files for `text` (a model's absolute URL, a kept conversation's key): the first 32 hex digits
+// of its sha256.
 export async function storageName(text) {
   const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(text));
   return Array.from(new Uint8Array(digest), (b) => b.toString(16).padStart(2, "0")).join("").slice(0, 32);
@@ -486,7 +486,7 @@ async function folder(name, create) {
 
 // Conversations' KV caches the engine keeps (requests with prompt_cache_key; worker.js writes them): one file each,
 // named by the key's digest (storageName), in this folder.
-export const CHATS_DIR = "llmchat-chats";
+const CHATS_DIR = "llmchat-chats";
 
 export async function chatsDir(create = false) {
   return folder(CHATS_DIR, create);
