@@ -26,8 +26,8 @@ from .gpu import open_device
 from .gpu.kernels import Kernels
 from .gpu.profiles import NO_PROFILE, Profile, get_profile
 from .gpu.variants import variants
-from .kv_cache import common_prefix
 from .gpu.tune import ROUNDS, TuneContext, sweep, tune_model
+from .kv_cache import common_prefix
 from .memory import MemoryPlan, check_context, default_plan, plan_memory, step_bucket
 from .models import model_class, model_config
 from .models.weights import WeightLoader
