@@ -190,7 +190,7 @@ class _KeptChat:
     in the constructor) and the save after it, reported as the reply's "kv_cache"."""
 
     def __init__(self, llm: LLM, key: str, cache) -> None:
-        self.llm, self.key, self.report = llm, key, {"key": key}
+        self.llm, self.report = llm, {}
         self.file = OPFSFile(cache.handle) if cache and cache.handle else None
         self.identity = str(cache.identity) if cache and cache.identity else ""
         if self.file is None:
