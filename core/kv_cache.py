@@ -46,8 +46,6 @@ class KVCache:
                 f"a KV cache of {self.n_blocks * BLOCK_TOKENS} positions needs {max(sizes) >> 20} MiB per layer, "
                 f"over the adapter's {device.info.max_binding_size >> 20} MiB binding limit; "
                 "use a smaller context or fewer parallel sequences")
-        self._kv_widths = list(kv_widths)
-        # Each layer's K then V, with the bytes one block of positions takes there (the order a saved block holds).
         self.k = [device.buffer(n, f"blk.{i}.k_cache") if n else None for i, n in enumerate(sizes)]
         self.v = [device.buffer(n, f"blk.{i}.v_cache") if n else None for i, n in enumerate(sizes)]
         self.table = device.buffer(n_slots * self.max_blocks * 4, "block_table")
@@ -112,18 +110,13 @@ class KVCache:
         self._blocks[slot] = list(shared)
         if self.stateful:
             # Kilobytes per layer: through the host, as the device has no copy verb.
-            copy = self._copy_rows
-            for buf, width in zip(self.state, self.state_widths):
-                if buf is not None:
-                    copy(buf, width * 4, parent, slot)
+            self.write_state(slot, self.read_state(parent), n_positions)
             if n_positions % BLOCK_TOKENS:
                 src, dst = self._blocks[parent][len(shared)], self._free.pop()
                 self._refs[dst] = 1
                 self._blocks[slot].append(dst)
-                for buf, width in zip([*self.k, *self.v], self._kv_widths * 2):
-                    if buf is not None:
-                        copy(buf, layer_bytes(width, 1, self.dtype), src, dst)
-            self._state_at[slot] = n_positions
+                for buf, size in self._block_parts:
+                    self._copy_rows(buf, size, src, dst)
         self._write_table(slot)
         return slot
 
