@@ -30,7 +30,7 @@ import json
 import os
 import struct
 from array import array
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Protocol
 
@@ -118,8 +118,7 @@ class Layout:
         return self.blocks_at + blocks_for(n) * self.block_bytes
 
     def header(self, n: int) -> bytes:
-        text = json.dumps({"model": self.model, "dtype": self.dtype, "block_bytes": self.block_bytes,
-                           "state_bytes": self.state_bytes, "capacity": self.capacity, "n": n}).encode()
+        text = json.dumps({**asdict(self), "n": n}).encode()
         return (MAGIC + struct.pack("<I", len(text)) + text).ljust(HEADER_BYTES, b"\0")
 
 
@@ -139,10 +138,10 @@ def read_layout(file: ChatFile) -> Layout:
     try:
         if 12 + length > HEADER_BYTES:
             raise ValueError(f"a header of {length} bytes")
-        fields = json.loads(head[12:12 + length])
-        layout = Layout(**{k: fields[k] for k in ("model", "dtype", "block_bytes", "state_bytes", "capacity", "n")})
-        if not all(isinstance(getattr(layout, k), int) and getattr(layout, k) >= 0
-                   for k in ("block_bytes", "state_bytes", "capacity", "n")) or layout.n > layout.capacity:
+        given = json.loads(head[12:12 + length])
+        layout = Layout(**{f.name: given[f.name] for f in fields(Layout)})
+        sizes = (layout.block_bytes, layout.state_bytes, layout.capacity, layout.n)
+        if not all(isinstance(v, int) and v >= 0 for v in sizes) or layout.n > layout.capacity:
             raise ValueError("sizes out of range")
     except (ValueError, KeyError, TypeError) as e:
         raise ChatCacheError(f"the saved conversation cache's header is damaged ({e})") from None
@@ -227,10 +226,12 @@ def read(kv: KVCache, file: ChatFile, model: str) -> Conversation:
     n = layout.n
     if n > kv.max_context:
         raise ChatCacheError(f"the saved conversation holds {n} positions, over this context of {kv.max_context}")
+    if not n:
+        return Conversation([], b"", b"")
     tokens = _tokens(file, n)
-    blocks = file.read(layout.blocks_at, blocks_for(n) * layout.block_bytes) if n else b""
-    state = file.read(layout.state_at, layout.state_bytes) if n else b""
-    if len(blocks) != blocks_for(n) * layout.block_bytes or len(state) != (layout.state_bytes if n else 0):
+    blocks = file.read(layout.blocks_at, blocks_for(n) * layout.block_bytes)
+    state = file.read(layout.state_at, layout.state_bytes)
+    if len(blocks) != blocks_for(n) * layout.block_bytes or len(state) != layout.state_bytes:
         raise ChatCacheError("the saved conversation cache is cut short")
     return Conversation(tokens, blocks, state)
 
