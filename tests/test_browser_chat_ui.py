@@ -195,12 +195,16 @@ def test_a_conversation_survives_a_reload_unless_persist_is_false(launch_profile
 
 
 def chat_files(page) -> list[dict]:
-    """The conversations kept in the page origin's OPFS (worker.js, CHATS_DIR): [{name, size}]."""
+    """The conversations kept in the page origin's OPFS (worker.js, CHATS_DIR): [{name, size}], size None while a
+    save holds the file open. A file deleted while the folder is listed is left out."""
     return page.evaluate("""async () => {
         const root = await navigator.storage.getDirectory();
         const dir = await root.getDirectoryHandle("llmchat-chats").catch(() => null);
         const files = [];
-        if (dir) for await (const [name, handle] of dir.entries()) files.push({ name, size: (await handle.getFile()).size });
+        if (dir) for await (const [name, handle] of dir.entries()) {
+          const size = await handle.getFile().then((f) => f.size, (e) => (e.name === "NotFoundError" ? undefined : null));
+          if (size !== undefined) files.push({ name, size });
+        }
         return files;
     }""")
 

@@ -122,7 +122,7 @@ def chat(request: str, emit, should_stop, cache=None) -> None:
     """
     llm: LLM = _state["llm"]
     body = json.loads(request)
-    kept = _kept_file(llm, body.get("prompt_cache_key"), cache) if "messages" in body else None
+    kept = _kept_chat(llm, body.get("prompt_cache_key"), cache) if "messages" in body else None
     sampling = {k: body[k] for k in ("temperature", "top_k", "top_p", "min_p", "seed", "repetition_penalty",
                                      "presence_penalty", "frequency_penalty") if body.get(k) is not None}
     if body.get("logit_bias"):  # JSON keys are strings; the sampler refuses ids outside the vocabulary
@@ -216,7 +216,7 @@ class _KeptChat:
         return self.report
 
 
-def _kept_file(llm: LLM, key, cache) -> _KeptChat | None:
+def _kept_chat(llm: LLM, key, cache) -> _KeptChat | None:
     if key is None:
         _state["chat_key"] = None  # the conversation held from here on belongs to no key
         return None
