@@ -354,8 +354,9 @@ def _load_and_read_kernels_file(page, server) -> tuple[dict, str, list]:
 
 
 def test_a_second_load_prepares_its_kernels_before_python_asks(shared, server):
-    """The kernels a load asked for are kept in OPFS; the next load of the model starts compiling them before Python
-    starts, every kernel Python asks for is one of them, and the answer is the same."""
+    """The kernels a load waited for (the decode step's) are kept in OPFS; the next load of the model starts
+    compiling them before Python starts, and uses every one; the prompt step's kernels, asked once the load is
+    done, are not in the list. The answer is the same."""
     context, page = shared
     server.pages["/kernels.html"] = """<!doctype html><script type="module">
       import { createEngine } from "/llm-chat.js";
@@ -375,16 +376,19 @@ def test_a_second_load_prepares_its_kernels_before_python_asks(shared, server):
     stored = json.loads(read_opfs(page, KERNELS_FILE))
     assert isinstance(stored, dict) and 1 <= len(stored) <= 4
     specs = next(v for k, v in stored.items() if MODEL in k)
-    assert len(specs) == first["info"]["gpu"]["requested"] > 0
-    # The load compiled the prompt step's and greedy sampling's kernels too: the reply needed none of its own.
-    assert first["after"]["requested"] == first["info"]["gpu"]["requested"], (first["after"], first["info"]["gpu"])
+    requested = first["info"]["gpu"]["requested"]
+    assert 0 < len(specs) < requested, (len(specs), requested)
+    # The prompt step's matmul tiles (more than one token a tile) compile later.
+    assert not [name for name, _, _, _ in specs if name.startswith("matmul") and "[TT=1]" not in name], specs
+    # The load started the prompt step's and greedy sampling's kernels too: the reply needed none of its own.
+    assert first["after"]["requested"] == requested, (first["after"], first["info"]["gpu"])
     assert all(isinstance(name, str) and "fn main" in code for name, code, _, _ in specs)
     page.reload()
     page.wait_for_function("window.result", timeout=TIMEOUT)
     again = page.evaluate("window.result")
     info, gpu = again["info"], again["info"]["gpu"]
     assert info["kernels"] == {"prepared": len(specs), "file": "unchanged"}, info["kernels"]
-    assert gpu["prepared"] == gpu["prepared_used"] == gpu["requested"] == len(specs), gpu
+    assert gpu["prepared"] == gpu["prepared_used"] == len(specs) and gpu["requested"] == requested, gpu
     assert again["ids"] == first["ids"] == GOLDEN["prompts"][0]["greedy_ids"][:3]
     assert again["text"] == first["text"]
 
@@ -409,7 +413,7 @@ def test_a_damaged_kernels_file_is_ignored_and_replaced(shared, server, damage):
     assert list(stored) == [k for k in stored if MODEL in k] and len(stored) == 1
     page.reload()
     ready = wait_event(page, "llm-ready")
-    assert ready["kernels"]["prepared"] == ready["gpu"]["prepared_used"] == ready["gpu"]["requested"] > 0
+    assert 0 < ready["kernels"]["prepared"] == ready["gpu"]["prepared_used"] < ready["gpu"]["requested"]
 
 
 def test_stored_kernels_that_fail_to_compile_are_not_reported_unless_asked_for(shared, server):

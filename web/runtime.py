@@ -89,15 +89,19 @@ def load(store, context: int, open_shard=None, tune: bool | None = None, tune_js
     gguf = _state.pop("gguf", None) or open_model(store, open_shard)
     llm = LLM(gguf, context=context, device=_state["device"], max_tokens_per_step=STEP_TOKENS,
               tune=tune, tune_store=cache)
-    # The kernels of a short reply (its prompt step, greedy sampling) start compiling now, while the weights upload,
-    # rather than when its prompt comes: on SwiftShader the prompt step's matmul tiles take seconds each. The load
-    # waits only for the decode step's; a prompt that comes before the rest are done waits for those.
-    llm.engine.program(1, 1, 1, CONTEXT_MIN)
-    llm.engine.prepare(STEP_TOKENS, 1, 1, CONTEXT_MIN)
+    llm.engine.program(1, 1, 1, CONTEXT_MIN)  # the decode step: the load waits for its kernels
     _state["llm"] = llm
     return json.dumps({"load_s": time.perf_counter() - t0, "context": llm.context,
                        "dispatches_per_token": llm.engine.dispatches_per_step(), "tuning": llm.tuning.summary(),
                        "tune_json": json.dumps(cache.entries) if cache.changed else None})
+
+
+def prepare_prompt() -> None:
+    """Record the prompt step of a short reply (greedy sampling) without waiting for its kernels: they compile
+    from now on, while the last weights upload, rather than when a prompt comes (on SwiftShader its matmul tiles
+    take seconds each); a prompt that comes before they are done waits for the rest. The worker calls this once
+    `load` has returned, so it can tell the kernels the load waited for from these (worker.js saveKernels)."""
+    _state["llm"].engine.prepare(STEP_TOKENS, 1, 1, CONTEXT_MIN)
 
 
 def sweep(rounds: int) -> str:

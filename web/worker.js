@@ -165,6 +165,8 @@ async function load({ model, integrity, context = 2048, profile = null, tune = n
   const tuneFile = runtime.TUNE_FILE;
   const loaded = JSON.parse(await runtime.load.callPromising(store, plan.context, shards.open, tune,
     await readFile(tuneFile)));
+  kernels.load = bridge.asked.length; // the kernels the load waited for: the next load prepares these
+  runtime.prepare_prompt();
   await bridge.settled(); // the last weights may still be on their way (gpu.js writeFrom)
   at("gpu_load_s");
   if (loaded.tune_json) { // measured now: later loads time nothing, unless the write fails (this load stands)
@@ -244,10 +246,13 @@ async function prepareKernels(key) {
   return state;
 }
 
-// Keep the kernels this load asked for, if they differ from what was prepared. Says "saved", "unchanged" or why
-// not saved: a write that fails costs the next load its head start, not this load.
-async function saveKernels({ key, entries, stored, refused }) {
-  const asked = bridge.asked;
+// Keep the kernels this load waited for, if they differ from what was prepared. Says "saved", "unchanged" or why
+// not saved: a write that fails costs the next load its head start, not this load. The prompt step's kernels,
+// asked after the load (runtime.prepare_prompt), are left to compile when the next load asks for them, as this
+// one did: prepared early they compiled beside the decode step's and delayed the load's end (SwiftShader: the
+// prompt step's matmul tiles are most of the compiling, ~0.9 s each).
+async function saveKernels({ key, entries, stored, refused, load }) {
+  const asked = bridge.asked.slice(0, load);
   if (!refused && stored && JSON.stringify(stored) === JSON.stringify(asked)) return "unchanged";
   delete entries[key]; // re-added last: the oldest entries go first
   entries[key] = asked;
