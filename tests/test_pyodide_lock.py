@@ -65,9 +65,20 @@ def test_pyodide_installs_from_it_under_node(built, tmp_path):
     if shutil.which("node") is None:
         pytest.skip("node is not installed")
     script = tmp_path / "probe.py"
-    script.write_text("import json, jinja2, markupsafe, llmchat, llmchat.web.runtime\n"
+    # Every module imported from our wheels comes with the bytecode the build compiled (tools/wheel_bytecode.py):
+    # hash-based and unchecked (flags 1), for this interpreter (magic), of the very source beside it (hash).
+    script.write_text("import importlib.util, json, sys, jinja2, markupsafe, llmchat, llmchat.web.runtime\n"
+                      "stale = []\n"
+                      "for name, m in list(sys.modules.items()):\n"
+                      "    if name.split('.')[0] in ('llmchat', 'jinja2', 'markupsafe') and m.__spec__.origin:\n"
+                      "        pyc = open(m.__spec__.cached, 'rb').read()\n"
+                      "        source = open(m.__spec__.origin, 'rb').read()\n"
+                      "        if (pyc[:4], pyc[4:8], pyc[8:16]) != (importlib.util.MAGIC_NUMBER, b'\\1\\0\\0\\0',\n"
+                      "                                          importlib.util.source_hash(source)):\n"
+                      "            stale.append(name)\n"
                       "print(json.dumps({'llmchat': llmchat.__version__, 'jinja2': jinja2.__version__,\n"
-                      "                  'markupsafe': markupsafe.escape('<b>') == '&lt;b&gt;'}))\n")
+                      "                  'markupsafe': markupsafe.escape('<b>') == '&lt;b&gt;', 'stale': stale,\n"
+                      "                  'modules': sum(n.startswith('llmchat.') for n in sys.modules) > 20}))\n")
     config = tmp_path / "config.json"
     config.write_text(json.dumps({"dist": str(built), "mounts": {"/probe": str(tmp_path)}, "cwd": "/probe",
                                   "argv": ["probe.py"]}))
@@ -75,7 +86,28 @@ def test_pyodide_installs_from_it_under_node(built, tmp_path):
                           text=True, timeout=180)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert json.loads(done.stdout.strip().splitlines()[-1]) == {"llmchat": "0.1.0", "jinja2": "3.1.6",
-                                                                  "markupsafe": True}
+                                                                  "markupsafe": True, "stale": [], "modules": True}
+
+
+def test_each_wheels_record_lists_its_files():
+    """The bytecode added to the served wheels is listed in their RECORD with its hash and size, as installers
+    expect, and every module has it."""
+    import base64
+    import hashlib
+    for wheel in DIST.glob("*.whl"):
+        with zipfile.ZipFile(wheel) as z:
+            names = set(z.namelist())
+            record = next(n for n in names if n.endswith(".dist-info/RECORD"))
+            rows = [line.split(",") for line in z.read(record).decode().splitlines() if line]
+            assert {r[0] for r in rows} == names, wheel.name
+            for name, digest, size in rows:
+                if name != record:
+                    data = z.read(name)
+                    sha = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+                    assert (digest, size) == (f"sha256={sha}", str(len(data))), name
+        modules = [n for n in names if n.endswith(".py") and ".dist-info/" not in n]
+        compiled = [n for n in names if n.endswith(".pyc")]
+        assert modules and len(compiled) == len(modules), wheel.name
 
 
 def test_each_entry_names_the_bytes_served(built):

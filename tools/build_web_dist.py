@@ -1,8 +1,9 @@
 """Build web/dist: what the browser runtime loads from our own origin, so a page needs no CDN and works offline.
 
     web/dist/pyodide/   the interpreter from the pinned npm package `pyodide` (node_modules/pyodide), plus
-                        llmchat-*.whl, jinja2-*.whl, markupsafe-*.whl (a pure build), and pyodide-lock.json
-                        listing them with their sha256 (Pyodide checks it when it installs a package)
+                        llmchat-*.whl, jinja2-*.whl, markupsafe-*.whl (a pure build), each with its modules'
+                        bytecode compiled by that interpreter, and pyodide-lock.json listing them with their
+                        sha256 (Pyodide checks it when it installs a package)
 
 With `--test-wheels DIR` it also downloads the pure wheels pytest needs, for running the core's tests inside
 Pyodide under Node (they are never served to pages).
@@ -64,6 +65,18 @@ def build_wheels(out: Path) -> list[Path]:
     return wheels
 
 
+def add_bytecode(wheels: list[Path]) -> None:
+    """Put each module's .pyc into its wheel, compiled by Pyodide's own interpreter under Node
+    (tools/wheel_bytecode.py), so a page imports them without compiling."""
+    folder = wheels[0].parent
+    with tempfile.TemporaryDirectory() as scratch:
+        config = Path(scratch) / "config.json"
+        config.write_text(json.dumps({"dist": str(PYODIDE_NPM), "packages": [], "cwd": "/wheels",
+                                      "mounts": {"/tools": str(ROOT / "tools"), "/wheels": str(folder)},
+                                      "argv": ["/tools/wheel_bytecode.py", *(w.name for w in wheels)]}))
+        run("node", ROOT / "tools" / "pyodide_run.mjs", config)
+
+
 def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
@@ -77,6 +90,7 @@ def build(dist: Path) -> None:
     for name in PYODIDE_FILES:
         shutil.copy2(PYODIDE_NPM / name, target / name)
     wheels = build_wheels(target)
+    add_bytecode(wheels)
     lock = add_wheels(json.loads((PYODIDE_NPM / "pyodide-lock.json").read_text()), wheels)
     write_lock(lock, target / "pyodide-lock.json")
     for wheel in wheels:  # the lock must name exactly the bytes we serve

@@ -4,7 +4,7 @@
 //   node tools/pyodide_run.mjs CONFIG.json
 //
 // CONFIG: {"dist": "web/dist/pyodide", "mounts": {"/guest": "/host", ...}, "cwd": "/guest/dir",
-//          "argv": ["script.py", "arguments"...]}
+//          "argv": ["script.py", "arguments"...], "packages": ["llmchat"] (the default; [] loads none)}
 // The exit status is the script's (SystemExit code, 1 on an uncaught exception).
 import { readFileSync } from "node:fs";
 import path from "node:path";
@@ -15,7 +15,8 @@ const dist = path.resolve(config.dist) + "/";
 const { loadPyodide } = await import(pathToFileURL(dist + "pyodide.mjs").href);
 
 const pyodide = await loadPyodide({ indexURL: dist, lockFileURL: dist + "pyodide-lock.json" });
-await pyodide.loadPackage(["llmchat"], { checkIntegrity: true });
+const packages = config.packages ?? ["llmchat"];
+if (packages.length) await pyodide.loadPackage(packages, { checkIntegrity: true });
 for (const [guest, host] of Object.entries(config.mounts ?? {})) {
   pyodide.FS.mkdirTree(guest);
   pyodide.FS.mount(pyodide.FS.filesystems.NODEFS, { root: host }, guest);
