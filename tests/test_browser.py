@@ -324,17 +324,28 @@ def chat_page(page, server) -> None:
         wait_event(page, "llm-ready")
 
 
-def test_a_damaged_python_snapshot_is_refused_and_replaced(shared, server):
-    """Garbage where the snapshot was: the load boots Python instead, says why, answers, and saves a good snapshot
-    that the next load restores."""
+@pytest.mark.parametrize("damage", ["another-build", "body"])
+def test_a_damaged_python_snapshot_is_refused_and_replaced(shared, server, damage):
+    """Where the snapshot was: one tagged for other wheels (another build of llmchat: its modules are not these), or
+    the right tag before garbage. The load boots Python instead, says why, answers, and saves a good snapshot that
+    the next load restores."""
     context, page = shared
     page.goto(f"{server.url}/index.html?model={MODEL}")
     wait_event(page, "llm-ready")
-    write_opfs(page, "llmchat-python.snapshot", bytes([7]) * 4096)
+    tag = page.evaluate("""async () => {
+        const root = await navigator.storage.getDirectory();
+        const file = await (await root.getFileHandle("llmchat-python.snapshot")).getFile();
+        return await file.slice(0, 32).text();
+    }""")
+    assert len(tag) == 32 and int(tag, 16) >= 0  # the digest of the wheels it was made from
+    other = f"{int(tag, 16) ^ 1:032x}"
+    write_opfs(page, "llmchat-python.snapshot", (other if damage == "another-build" else tag).encode() +
+               bytes([7]) * 4096)
     page.reload()
     ready = wait_event(page, "llm-ready")
     assert ready["python"]["start"] == "boot" and ready["python"]["snapshot"] == "saved", ready["python"]
-    assert "magic" in ready["python"]["refused"], ready["python"]  # Pyodide's own reason
+    reason = "another build of llmchat" if damage == "another-build" else "magic"  # ours, or Pyodide's own
+    assert reason in ready["python"]["refused"], ready["python"]
     tokens, done = ask(page, "Hi", max_tokens=2)
     assert len(tokens) >= 1 and done["finish_reason"] in ("length", "stop")
     page.reload()

@@ -426,8 +426,12 @@ function mib(bytes) {
 // The name in OPFS of the files for `text` (a model's absolute URL, a kept conversation's key): the first 32 hex digits
 // of its sha256.
 export async function storageName(text) {
-  const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(text));
-  return Array.from(new Uint8Array(digest), (b) => b.toString(16).padStart(2, "0")).join("").slice(0, 32);
+  return (await sha256Hex(new TextEncoder().encode(text))).slice(0, 32);
+}
+
+export async function sha256Hex(bytes) {
+  const digest = await crypto.subtle.digest("SHA-256", bytes);
+  return Array.from(new Uint8Array(digest), (b) => b.toString(16).padStart(2, "0")).join("");
 }
 
 async function removeFiles(dir, key) {
