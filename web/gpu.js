@@ -8,6 +8,7 @@ const STORAGE = GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST | GPUBufferUsag
 const UNIFORM = GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST;
 // Weights move from the model store to the GPU in pieces of this size: memory stays flat whatever the model.
 const UPLOAD_CHUNK = 8 << 20;
+const RELEASE = 0xffffffff; // in apply's meta: a buffer released (core/gpu/browser.py RELEASE)
 
 // The adapter limits a model needs raised above WebGPU's defaults (we ask for whatever the adapter offers).
 const LIMITS = [
@@ -53,8 +54,9 @@ export class GPUBridge {
     // Where load time goes: pipeline compilation (wall time of each parallel batch, summed) and weight upload.
     // prepared: kernels created from a list saved by an earlier load before Python asked (see prepare);
     // prepared_used: Python's requests that one of them served.
+    // buffer_bytes: the bytes of the buffers alive now.
     this.stats = { kernels: 0, compile_ms: 0, uploads: 0, upload_bytes: 0, upload_ms: 0, programs: 0, replays: 0,
-      replay_ms: 0, requested: 0, prepared: 0, prepared_used: 0 };
+      replay_ms: 0, requested: 0, prepared: 0, prepared_used: 0, buffer_bytes: 0 };
     this.kernelIds = new Map(); // JSON of [name, code, kinds, constants] → kernel id: the same WGSL compiles once
     this.preparing = new Map(); // key → spec: prepared kernels not started yet, in order (see prepare)
     this.asked = []; // the specs Python asked for, in order, once each: what a later load may prepare
@@ -88,6 +90,7 @@ export class GPUBridge {
     this.#alive();
     this.device.pushErrorScope("out-of-memory");
     const buffer = this.device.createBuffer({ size, label, usage: uniform ? UNIFORM : STORAGE });
+    this.stats.buffer_bytes += size;
     this.#check(this.device.popErrorScope(), "OutOfMemory",
       `the GPU ran out of memory allocating '${label}' (${size} bytes); try a smaller model or context-size`);
     return this.buffers.push(buffer) - 1;
@@ -95,7 +98,8 @@ export class GPUBridge {
 
   // Work Python queued since its last call, in order: `meta` holds four integers per item, either a buffer write
   // (buffer, offset, start, length: bytes [start, start + length) of `blob`) or, with buffer id 0, a replay of
-  // program `offset`. A decode step therefore reaches JS once, with the read that ends it.
+  // program `offset`, or (0, RELEASE, buffer) the end of that buffer (core/gpu/browser.py release). A decode step
+  // therefore reaches JS once, with the read that ends it.
   apply(blob, meta) {
     if (!meta) return;
     if (this.uploading) return this.#afterUploads(() => this.#apply(blob, meta)); // keep Python's order
@@ -104,7 +108,8 @@ export class GPUBridge {
 
   #apply(blob, meta) {
     for (let i = 0; i < meta.length; i += 4) {
-      if (meta[i] === 0) this.#replay(meta[i + 1]);
+      if (meta[i] === 0 && meta[i + 1] === RELEASE) this.#release(meta[i + 2]);
+      else if (meta[i] === 0) this.#replay(meta[i + 1]);
       else this.queue.writeBuffer(this.buffers[meta[i]], meta[i + 1], blob, meta[i + 2], meta[i + 3]);
     }
   }
@@ -274,6 +279,13 @@ export class GPUBridge {
     if (error) throw new Error(`binding buffers to the recorded kernels failed: ${error.message}`);
     this.stats.programs++;
     return this.programs.push(steps) - 1;
+  }
+
+  // WebGPU frees the memory once the work submitted before is done.
+  #release(id) {
+    this.stats.buffer_bytes -= this.buffers[id].size;
+    this.buffers[id].destroy();
+    this.buffers[id] = null;
   }
 
   // Encode and submit every dispatch of a recorded program.

@@ -26,6 +26,9 @@ from .device import AdapterInfo, Buffer, Device, Dispatch, Kernel, Program, View
 from .kernels import binding_kinds
 from .profiles import Profile, get_profile
 
+# In the queue's meta, (0, RELEASE, buffer id, 0) frees a buffer (web/gpu.js apply); program ids never reach it.
+RELEASE = 0xFFFFFFFF
+
 
 def _round4(n: int) -> int:
     return (n + 3) & ~3
@@ -79,8 +82,8 @@ class BrowserDevice(Device):
         # The page opened the WebGPU device before Python started, with the adapter's own limits; the profile
         # caps what the engine sees and uses (kernel variants, layouts, the memory plan) from here on.
         self.info = adapter_info(self._bridge.describe().to_py(), max_binding_size, profile)
-        # Queued work: write bytes back to back, and (buffer id, offset, start, length) per write or
-        # (0, program id, 0, 0) per replay.
+        # Queued work: write bytes back to back, and (buffer id, offset, start, length) per write,
+        # (0, program id, 0, 0) per replay or (0, RELEASE, buffer id, 0) per released buffer.
         self._blob = bytearray()
         self._meta = array("I")
 
@@ -91,6 +94,9 @@ class BrowserDevice(Device):
             raise GPUError(f"buffer '{label}' needs {size} bytes; the adapter allows {self.info.max_buffer_size}")
         handle = self._call(lambda: self._bridge.createBuffer(size, label, uniform))
         return Buffer(size=size, label=label, handle=handle, uniform=uniform)
+
+    def release(self, buffer: Buffer) -> None:
+        self._meta.extend((0, RELEASE, buffer.handle, 0))  # after the writes and replays queued before it
 
     def write(self, buffer: Buffer, data, offset: int = 0) -> None:
         mv = memoryview(data).cast("B")

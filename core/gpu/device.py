@@ -169,6 +169,11 @@ class Device(ABC):
             n = min(chunk, length - done)
             self.write(buffer, source.read(src_offset + done, n), offset + done)
 
+    def release(self, buffer: Buffer) -> None:
+        """Free `buffer` once the work queued before this call is done; it must not be used again. Devices whose
+        buffers are freed with their last reference (wgpu-py's) need do nothing; the browser's are ids into a
+        table that would otherwise hold them, and their memory, for the engine's life."""
+
     def texture_from(self, buffer: Buffer) -> Texture:
         """A texture holding `buffer`'s bytes (a multiple of 16), copied on the GPU; the buffer can be dropped after.
         Only devices whose `textures` is true offer it (variants.py reads weights from textures where they pay)."""

@@ -176,8 +176,8 @@ def split_bytes(rows: int, row_bytes: int) -> int:
 
 def split_weight(device: Device, kernels, w: Weight) -> Weight:
     """`w` rewritten on the GPU into the split layout (shaders/rows_split.wgsl), which CPU emulators read with aligned
-    vector loads, in new buffers (`w`'s can be dropped). `kernels` is the device's kernel cache (gpu.kernels). Its
-    type and row length must allow it (`splits`)."""
+    vector loads, in new buffers; `w`'s are released (device.release) and must not be used after. `kernels` is the
+    device's kernel cache (gpu.kernels). Its type and row length must allow it (`splits`)."""
     src_row_bytes, dst_row_bytes = w.row_bytes, split_row_bytes(w.type, w.k)
     kernel = kernels.get("repack_split.wgsl", QUANT=w.shader, QUADS=3)
     out = Weight(w.name, w.type, w.k, w.rows, [], layout="split")
@@ -193,6 +193,8 @@ def split_weight(device: Device, kernels, w: Weight) -> Weight:
             grid = (groups, 1, 1) if groups <= 65535 else (65535, cdiv(groups, 65535), 1)
             dispatches.append(Dispatch(kernel, (params, src.buffer, buf, src.buffer), grid))
     device.run(device.program(dispatches))
+    for buffer in [src.buffer for src in w.parts] + [d.bindings[0] for d in dispatches]:  # the GGUF rows, params
+        device.release(buffer)
     return out
 
 
