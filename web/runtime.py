@@ -45,16 +45,16 @@ def plan(gguf: GGUFFile, info: AdapterInfo, context: int, gpu_budget: int = 0) -
 def open_model(store, open_shard=None) -> GGUFFile:
     """The model in `store`; a split model's other shards come from `open_shard(url)`, a JS function that resolves
     to their stores (the worker opens each once). The shard rules (names, split.* keys) are core/gguf.py's."""
-    opener = None
-    if open_shard is not None:
-        from pyodide.ffi import JsException, run_sync
+    if open_shard is None:
+        return open_gguf(BrowserSource(store))
+    from pyodide.ffi import JsException, run_sync
 
-        def opener(name: str) -> BrowserSource:
-            try:
-                return BrowserSource(run_sync(open_shard(name)))
-            except JsException as e:  # open_gguf names the shard that is missing
-                raise SourceError(str(e)) from None
-    return open_gguf(BrowserSource(store), **({"opener": opener} if opener else {}))
+    def opener(name: str) -> BrowserSource:
+        try:
+            return BrowserSource(run_sync(open_shard(name)))
+        except JsException as e:  # open_gguf names the shard that is missing
+            raise SourceError(str(e)) from None
+    return open_gguf(BrowserSource(store), opener=opener)
 
 
 def check(store, bridge, context: int, gpu_budget: int, profile: str | None = None, open_shard=None) -> str:

@@ -378,10 +378,12 @@ async function bootPython(pyodideURL, distURL) {
   }
 }
 
-// `name` and the packages it depends on, from Pyodide's lock file: [{file_name, sha256, ...}].
+// `name` and the packages it depends on, from Pyodide's lock file: [{file_name, sha256, ...}]. All pure Python
+// (tools/build_web_dist.py serves no other): INSTALL unpacks files and would not load a binary extension.
 function requiredWheels(lock, name, seen = new Map()) {
   const entry = lock.packages?.[name];
   if (!entry) throw new Error(`pyodide-lock.json has no package '${name}'`);
+  if (!entry.file_name?.endsWith("-py3-none-any.whl")) throw new Error(`${entry.file_name} is not a pure wheel`);
   if (!seen.has(name)) {
     seen.set(name, entry);
     for (const dependency of entry.depends ?? []) requiredWheels(lock, dependency, seen);
