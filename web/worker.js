@@ -320,12 +320,15 @@ const SNAPSHOT_TAG = 32; // storageName's length
 // such wheels. Not with loadPackage: it leaves JS references in the interpreter, and Pyodide then refuses to
 // snapshot it.
 const INSTALL = `
-import importlib, os, site, zipfile
-for name in NAMES:
-    with zipfile.ZipFile("/tmp/" + name) as wheel:
-        wheel.extractall(site.getsitepackages()[0])
-    os.remove("/tmp/" + name)
-importlib.invalidate_caches()
+def _install(names):
+    import importlib, os, site, zipfile
+    for name in names:
+        with zipfile.ZipFile("/tmp/" + name) as wheel:
+            wheel.extractall(site.getsitepackages()[0])
+        os.remove("/tmp/" + name)
+    importlib.invalidate_caches()
+_install(NAMES)
+del _install
 `;
 
 // Pyodide with llmchat installed and imported, and how it started: `python.start` is "snapshot" (restored) or
