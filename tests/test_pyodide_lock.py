@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 import sys
+import textwrap
 import zipfile
 from pathlib import Path
 
@@ -19,6 +20,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 import pyodide_lock  # noqa: E402
+import wheel_bytecode  # noqa: E402
 
 DIST = ROOT / "web" / "dist" / "pyodide"
 PYODIDE_LOCK = ROOT / "node_modules" / "pyodide" / "pyodide-lock.json"
@@ -67,18 +69,20 @@ def test_pyodide_installs_from_it_under_node(built, tmp_path):
     script = tmp_path / "probe.py"
     # Every module imported from our wheels comes with the bytecode the build compiled (tools/wheel_bytecode.py):
     # hash-based and unchecked (flags 1), for this interpreter (magic), of the very source beside it (hash).
-    script.write_text("import importlib.util, json, sys, jinja2, markupsafe, llmchat, llmchat.web.runtime\n"
-                      "stale = []\n"
-                      "for name, m in list(sys.modules.items()):\n"
-                      "    if name.split('.')[0] in ('llmchat', 'jinja2', 'markupsafe') and m.__spec__.origin:\n"
-                      "        pyc = open(m.__spec__.cached, 'rb').read()\n"
-                      "        source = open(m.__spec__.origin, 'rb').read()\n"
-                      "        if (pyc[:4], pyc[4:8], pyc[8:16]) != (importlib.util.MAGIC_NUMBER, b'\\1\\0\\0\\0',\n"
-                      "                                          importlib.util.source_hash(source)):\n"
-                      "            stale.append(name)\n"
-                      "print(json.dumps({'llmchat': llmchat.__version__, 'jinja2': jinja2.__version__,\n"
-                      "                  'markupsafe': markupsafe.escape('<b>') == '&lt;b&gt;', 'stale': stale,\n"
-                      "                  'modules': sum(n.startswith('llmchat.') for n in sys.modules) > 20}))\n")
+    script.write_text(textwrap.dedent("""\
+        import importlib.util, json, sys, jinja2, markupsafe, llmchat, llmchat.web.runtime
+        stale = []
+        for name, m in list(sys.modules.items()):
+            if name.split('.')[0] in ('llmchat', 'jinja2', 'markupsafe') and m.__spec__.origin:
+                pyc = open(m.__spec__.cached, 'rb').read()
+                source = open(m.__spec__.origin, 'rb').read()
+                if (pyc[:4], pyc[4:8], pyc[8:16]) != (importlib.util.MAGIC_NUMBER, bytes([1, 0, 0, 0]),
+                                                      importlib.util.source_hash(source)):
+                    stale.append(name)
+        print(json.dumps({'llmchat': llmchat.__version__, 'jinja2': jinja2.__version__,
+                          'markupsafe': markupsafe.escape('<b>') == '&lt;b&gt;', 'stale': stale,
+                          'modules': sum(n.startswith('llmchat.') for n in sys.modules) > 20}))
+        """))
     config = tmp_path / "config.json"
     config.write_text(json.dumps({"dist": str(built), "mounts": {"/probe": str(tmp_path)}, "cwd": "/probe",
                                   "argv": ["probe.py"]}))
@@ -92,19 +96,16 @@ def test_pyodide_installs_from_it_under_node(built, tmp_path):
 def test_each_wheels_record_lists_its_files():
     """The bytecode added to the served wheels is listed in their RECORD with its hash and size, as installers
     expect, and every module has it."""
-    import base64
-    import hashlib
     for wheel in DIST.glob("*.whl"):
         with zipfile.ZipFile(wheel) as z:
             names = set(z.namelist())
             record = next(n for n in names if n.endswith(".dist-info/RECORD"))
-            rows = [line.split(",") for line in z.read(record).decode().splitlines() if line]
-            assert {r[0] for r in rows} == names, wheel.name
-            for name, digest, size in rows:
+            lines = [line for line in z.read(record).decode().splitlines() if line]
+            assert {line.split(",")[0] for line in lines} == names, wheel.name
+            for line in lines:
+                name = line.split(",")[0]
                 if name != record:
-                    data = z.read(name)
-                    sha = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-                    assert (digest, size) == (f"sha256={sha}", str(len(data))), name
+                    assert line == wheel_bytecode.record_line(name, z.read(name)), name
         modules = [n for n in names if n.endswith(".py") and ".dist-info/" not in n]
         compiled = [n for n in names if n.endswith(".pyc")]
         assert modules and len(compiled) == len(modules), wheel.name

@@ -423,8 +423,8 @@ function mib(bytes) {
   return `${(bytes / 2 ** 20).toFixed(bytes < 10 * 2 ** 20 ? 1 : 0)} MiB`;
 }
 
-// The name in OPFS of the files for `text` (a model's absolute URL, a kept conversation's key): the first 32 hex digits
-// of its sha256.
+// The name in OPFS of the files for `text` (a model's absolute URL, a kept conversation's key), or the tag of a
+// Python snapshot (its wheels' digests): the first 32 hex digits of its sha256.
 export async function storageName(text) {
   return (await sha256Hex(new TextEncoder().encode(text))).slice(0, 32);
 }

@@ -311,10 +311,9 @@ const sum = (items, key) => items.reduce((n, item) => n + item[key], 0);
 // The interpreter as it stands after its first boot, with llmchat installed and imported, saved in OPFS: later
 // loads restore it instead of booting, installing and importing (Pyodide's memory snapshot, about 31 MB; under
 // Node a restore, the wheels' files unpacked and the import took 0.12-0.20 s, against 0.55 s from a snapshot of the
-// bare interpreter). The file starts with the digest of the wheels whose modules it holds (SNAPSHOT_TAG bytes), so
+// bare interpreter). The file starts with the digest of the wheels whose modules it holds (storageName's), so
 // another build of llmchat boots and replaces it; Pyodide itself refuses a snapshot made by another build of it.
 const PYTHON_SNAPSHOT = "llmchat-python.snapshot";
-const SNAPSHOT_TAG = 32; // storageName's length
 
 // Our wheels are pure Python: installed by unpacking them into site-packages, as Pyodide's loadPackage does for
 // such wheels. Not with loadPackage: it leaves JS references in the interpreter, and Pyodide then refuses to
@@ -356,7 +355,7 @@ async function bootPython(pyodideURL, distURL) {
     const saved = await readBytes(PYTHON_SNAPSHOT);
     if (saved && tag.every((b, i) => saved[i] === b)) {
       try {
-        py = await loadPyodide({ ...options, _loadSnapshot: saved.subarray(SNAPSHOT_TAG) });
+        py = await loadPyodide({ ...options, _loadSnapshot: saved.subarray(tag.length) });
         python.start = "snapshot";
         await install(py); // the files again: the snapshot holds the modules, not the file system
       } catch (error) {
