@@ -50,7 +50,8 @@ $(VENV)/.installed-test: pyproject.toml $(VENV)/.created
 # The browser runtime's files served from our own origin (web/dist: Pyodide, the wheels, their lock file), plus
 # pytest's pure wheels for running the core's tests inside Pyodide under Node. Rebuilt when the package changes.
 WEB_INPUTS := $(shell find core quant shaders web -type f -not -path 'web/dist/*' -not -name '*.pyc') \
-	pyproject.toml package-lock.json tools/build_web_dist.py tools/pyodide_lock.py
+	pyproject.toml package-lock.json tools/build_web_dist.py tools/pyodide_lock.py tools/wheel_bytecode.py \
+	tools/pyodide_run.mjs tools/python_snapshot.mjs
 web: web/dist/manifest.json
 
 node_modules/.package-lock.json: package-lock.json

@@ -10,6 +10,7 @@ tests/browser_util.py; Playwright's own browser download is never used).
 """
 from __future__ import annotations
 
+import gzip
 import json
 import os
 from pathlib import Path
@@ -119,7 +120,8 @@ def test_element_downloads_loads_and_answers_like_the_native_engine(shared, serv
     ready = wait_event(page, "llm-ready")
     page.screenshot(path=shots / "ready.png")
     assert ready["software"] and not ready["fromCache"]
-    assert ready["python"] == {"start": "boot", "snapshot": "saved"}  # an empty profile: Python boots, once
+    # An empty profile: Python starts from the snapshot web/dist serves (made by the build), kept for later loads.
+    assert ready["python"] == {"start": "served", "snapshot": "saved"}
     assert "slow" in page.locator("llm-chat .warning").inner_text()  # SwiftShader is named as slow
     progress = events(page, "llm-progress")
     for phase in ("download", "load"):
@@ -330,8 +332,8 @@ def chat_page(page, server) -> None:
 @pytest.mark.parametrize("damage", ["another-build", "body"])
 def test_a_damaged_python_snapshot_is_refused_and_replaced(shared, server, damage):
     """Where the snapshot was: one tagged for other wheels (another build of llmchat: its modules are not these), or
-    the right tag before garbage. The load boots Python instead, says why, answers, and saves a good snapshot that
-    the next load restores."""
+    the right tag before garbage. The load restores the snapshot web/dist serves instead, says why, answers, and
+    keeps that one for the next load."""
     context, page = shared
     page.goto(f"{server.url}/index.html?model={MODEL}")
     wait_event(page, "llm-ready")
@@ -346,9 +348,32 @@ def test_a_damaged_python_snapshot_is_refused_and_replaced(shared, server, damag
                bytes([7]) * 4096)
     page.reload()
     ready = wait_event(page, "llm-ready")
-    assert ready["python"]["start"] == "boot" and ready["python"]["snapshot"] == "saved", ready["python"]
+    assert ready["python"]["start"] == "served" and ready["python"]["snapshot"] == "saved", ready["python"]
     reason = "another build of llmchat" if damage == "another-build" else "magic"  # ours, or Pyodide's own
-    assert reason in ready["python"]["refused"], ready["python"]
+    assert ready["python"]["refused"].startswith("snapshot: ") and reason in ready["python"]["refused"], ready
+    tokens, done = ask(page, "Hi", max_tokens=2)
+    assert len(tokens) >= 1 and done["finish_reason"] in ("length", "stop")
+    page.reload()
+    assert wait_event(page, "llm-ready")["python"] == {"start": "snapshot"}
+
+
+@pytest.mark.parametrize("served", ["missing", "another-build"])
+def test_without_a_usable_served_snapshot_python_boots_and_keeps_its_own(recorded, server, served):
+    """web/dist serves no snapshot where its build found no Node with JSPI (tools/build_web_dist.py warns), and an
+    old one may linger in a cache after an update. The first visit boots Python, says why, answers, and keeps the
+    snapshot it made, which the next load restores."""
+    if served == "missing":
+        recorded.route("**/llmchat-python.snapshot.gz", lambda route: route.fulfill(status=404))
+    else:  # a snapshot made with other wheels: the right format, another tag
+        body = gzip.decompress((WEB / "dist" / "pyodide" / "llmchat-python.snapshot.gz").read_bytes())
+        other = gzip.compress(f"{int(body[:32], 16) ^ 1:032x}".encode() + body[32:], compresslevel=1)
+        recorded.route("**/llmchat-python.snapshot.gz", lambda route: route.fulfill(status=200, body=other))
+    page = recorded.new_page()
+    page.goto(f"{server.url}/index.html?model={MODEL}")
+    ready = wait_event(page, "llm-ready")
+    assert ready["python"]["start"] == "boot" and ready["python"]["snapshot"] == "saved", ready["python"]
+    reason = "HTTP 404" if served == "missing" else "another build of llmchat"
+    assert ready["python"]["refused"].startswith("served: ") and reason in ready["python"]["refused"], ready
     tokens, done = ask(page, "Hi", max_tokens=2)
     assert len(tokens) >= 1 and done["finish_reason"] in ("length", "stop")
     page.reload()

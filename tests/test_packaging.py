@@ -71,7 +71,7 @@ def test_the_build_backend_builds_web_dist_where_it_is_missing(tmp_path):
     manifest = json.loads(files["manifest.json"])
     assert sorted(n for n in files if n.startswith("pyodide/")) == sorted(f"pyodide/{n}" for n in manifest["files"])
     # The runtime's own llmchat wheel is the plain one: it does not carry a runtime inside itself.
-    (inner,) = [n for n in manifest["files"] if n.startswith("llmchat-")]
+    (inner,) = [n for n in manifest["files"] if n.startswith("llmchat-") and n.endswith(".whl")]
     (tmp_path / "inner.whl").write_bytes(files[f"pyodide/{inner}"])
     assert not [n for n in zipfile.ZipFile(tmp_path / "inner.whl").namelist() if "/dist/" in n]
 

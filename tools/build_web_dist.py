@@ -3,7 +3,9 @@
     web/dist/pyodide/   the interpreter from the pinned npm package `pyodide` (node_modules/pyodide), plus
                         llmchat-*.whl, jinja2-*.whl, markupsafe-*.whl (a pure build), each with its modules'
                         bytecode compiled by that interpreter, and pyodide-lock.json listing them with their
-                        sha256 (Pyodide checks it when it installs a package)
+                        sha256 (Pyodide checks it when it installs a package), and llmchat-python.snapshot.gz:
+                        that interpreter with them installed and imported (tools/python_snapshot.mjs), which a
+                        page's first visit restores instead of booting Python
 
 With `--test-wheels DIR` it also downloads the pure wheels pytest needs, for running the core's tests inside
 Pyodide under Node (they are never served to pages).
@@ -77,6 +79,28 @@ def add_bytecode(wheels: list[Path]) -> None:
         run("node", ROOT / "tools" / "pyodide_run.mjs", config)
 
 
+def jspi_node() -> str | None:
+    """A Node whose WebAssembly has JS promise integration, as Chromium's has (a snapshot made without it fails in
+    the page): the one on PATH where it has it, else the one npm installs for this platform (package.json's
+    optionalDependencies)."""
+    found = [shutil.which("node"), *map(str, sorted(ROOT.glob("node_modules/node-*/bin/node")))]
+    for node in filter(None, found):
+        probe = subprocess.run([node, "-e", "process.exit('Suspending' in WebAssembly ? 0 : 1)"], capture_output=True)
+        if probe.returncode == 0:
+            return node
+    return None
+
+
+def add_snapshot(target: Path) -> None:
+    node = jspi_node()
+    if node is None:
+        print("build_web_dist: warning: no Node with WebAssembly JSPI here (npm offers none for this platform and "
+              "the node on PATH lacks it), so web/dist serves no Python snapshot: a page's first visit boots Python "
+              "(seconds longer) and says so in engine.info.python", file=sys.stderr)
+        return
+    run(node, ROOT / "tools" / "python_snapshot.mjs", target)
+
+
 def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
@@ -96,6 +120,7 @@ def build(dist: Path) -> None:
     for wheel in wheels:  # the lock must name exactly the bytes we serve
         entry = next(p for p in lock["packages"].values() if p["file_name"] == wheel.name)
         assert entry["sha256"] == sha256(wheel), wheel
+    add_snapshot(target)
     # What the service worker precaches, and what a page can check before it trusts the folder.
     # `build` names this exact set of bytes: the service worker keeps one cache per build and swaps them whole.
     build = hashlib.sha256(b"".join(sha256(p).encode() for p in sorted(target.iterdir()))).hexdigest()[:16]

@@ -30,6 +30,8 @@
 import { isSoftwareAdapter } from "./adapter.js";
 import { requestGPU } from "./gpu.js";
 import { ModelError, ModelStore, chatsDir, checkQuota, sha256Hex, storageName } from "./model-store.js";
+import { RUNTIME_MODULE, SERVED_SNAPSHOT, SNAPSHOT_FILE, installWheels, requiredWheels, snapshotTag }
+  from "./python.js";
 
 let pyodide = null;
 let runtime = null;
@@ -308,71 +310,65 @@ const shards = {
 
 const sum = (items, key) => items.reduce((n, item) => n + item[key], 0);
 
-// The interpreter as it stands after its first boot, with llmchat installed and imported, saved in OPFS: later
-// loads restore it instead of booting, installing and importing (Pyodide's memory snapshot, about 31 MB; under
-// Node a restore, the wheels' files unpacked and the import took 0.12-0.20 s, against 0.55 s from a snapshot of the
-// bare interpreter). The file starts with the digest of the wheels whose modules it holds (storageName's), so
-// another build of llmchat boots and replaces it; Pyodide itself refuses a snapshot made by another build of it.
-const PYTHON_SNAPSHOT = "llmchat-python.snapshot";
+// The interpreter with llmchat installed and imported, restored from a memory snapshot (web/python.js) instead of
+// booting, installing and importing: the one kept in OPFS by an earlier load, else the one web/dist serves (made by
+// the build, so a first visit restores too), else Python boots and its snapshot is kept for the next load. Pyodide
+// refuses a snapshot made by another build of it (a page whose pyodideURL names another Pyodide); the tag refuses
+// one made with another build of llmchat. Under Node, a restore with the files unpacked and the import took
+// 0.12-0.20 s; a boot, install and import 2.3-2.9 s.
 
-// Our wheels are pure Python: installed by unpacking them into site-packages, as Pyodide's loadPackage does for
-// such wheels. Not with loadPackage: it leaves JS references in the interpreter, and Pyodide then refuses to
-// snapshot it.
-const INSTALL = `
-def _install(names):
-    import importlib, os, site, zipfile
-    for name in names:
-        with zipfile.ZipFile("/tmp/" + name) as wheel:
-            wheel.extractall(site.getsitepackages()[0])
-        os.remove("/tmp/" + name)
-    importlib.invalidate_caches()
-_install(NAMES)
-del _install
-`;
-
-// Pyodide with llmchat installed and imported, and how it started: `python.start` is "snapshot" (restored) or
-// "boot"; a boot also says whether it saved a snapshot for the next load (`python.snapshot`: "saved", or why not),
-// and a snapshot refused says why (`python.refused`).
+// Pyodide with llmchat installed and imported, and how it started: `python.start` is "snapshot" (OPFS), "served"
+// (web/dist's) or "boot"; `python.snapshot` says whether the snapshot was kept in OPFS for the next load ("saved",
+// or why not), and `python.refused` why a snapshot found was not used.
 async function bootPython(pyodideURL, distURL) {
   const index = new URL(pyodideURL || distURL, self.location.href).href;
   const ours = new URL(distURL, self.location.href).href;
   try {
     const { loadPyodide } = await import(index + "pyodide.mjs");
-    // The lock file and the wheels always come from our origin, wherever the interpreter comes from.
+    // The lock file, the wheels and the served snapshot always come from our origin, wherever the interpreter
+    // comes from.
     const lock = await fetchOk(ours + "pyodide-lock.json").then((r) => r.json());
-    const wheels = requiredWheels(lock, "llmchat");
+    const wheels = requiredWheels(lock);
     const files = Promise.all(wheels.map((w) => fetchVerified(ours + w.file_name, w.sha256)));
     files.catch(() => {}); // awaited below
-    const tag = new TextEncoder().encode(await storageName(wheels.map((w) => w.sha256).join()));
+    const tag = await snapshotTag(wheels);
     const options = { indexURL: index, lockFileContents: lock, packageBaseUrl: ours,
       stdout: () => {}, stderr: (text) => console.warn(text) };
-    const install = async (py) => {
-      for (const [i, bytes] of (await files).entries()) py.FS.writeFile("/tmp/" + wheels[i].file_name, bytes);
-      py.runPython(INSTALL.replace("NAMES", JSON.stringify(wheels.map((w) => w.file_name))));
-    };
     const python = {};
-    let py = null;
-    const saved = await readBytes(PYTHON_SNAPSHOT);
-    if (saved && tag.every((b, i) => saved[i] === b)) {
-      try {
-        py = await loadPyodide({ ...options, _loadSnapshot: saved.subarray(tag.length) });
-        python.start = "snapshot";
-        await install(py); // the files again: the snapshot holds the modules, not the file system
-      } catch (error) {
-        py = null;
-        python.refused = error.message.split("\n")[0]; // another Pyodide build, or a damaged file: boot instead
+    const refused = [];
+    const restore = async (start, saved) => {
+      if (!saved) return null;
+      if (!tag.every((b, i) => saved[i] === b)) {
+        refused.push(`${start}: made with another build of llmchat`);
+        return null;
       }
-    } else if (saved) {
-      python.refused = "made with another build of llmchat";
+      try {
+        const py = await loadPyodide({ ...options, _loadSnapshot: saved.subarray(tag.length) });
+        installWheels(py, wheels, await files);
+        python.start = start;
+        return py;
+      } catch (error) { // another Pyodide build, or a damaged file
+        refused.push(`${start}: ${error.message.split("\n")[0]}`);
+        return null;
+      }
+    };
+    let py = await restore("snapshot", await readBytes(SNAPSHOT_FILE));
+    if (!py) {
+      const served = await fetchSnapshot(ours + SERVED_SNAPSHOT).catch((error) => {
+        refused.push(`served: ${error.message}`);
+        return null;
+      });
+      py = await restore("served", served);
+      if (py) python.saving = saveSnapshot(served);
     }
     if (!py) {
       py = await loadPyodide({ ...options, _makeSnapshot: true });
       python.start = "boot";
-      await install(py);
-      py.runPython("import llmchat.web.runtime");
-      python.saving = writeFile(PYTHON_SNAPSHOT, new Blob([tag, py.makeMemorySnapshot()])).then(() => "saved",
-        (error) => `not saved: ${error.message}`);
+      installWheels(py, wheels, await files);
+      py.runPython(`import ${RUNTIME_MODULE}`);
+      python.saving = saveSnapshot(new Blob([tag, py.makeMemorySnapshot()]));
     }
+    if (refused.length) python.refused = refused.join("; ");
     return { py, python };
   } catch (error) {
     throw new ModelError("runtime", `could not start the Python runtime from ${index} (is web/dist built and ` +
@@ -380,18 +376,19 @@ async function bootPython(pyodideURL, distURL) {
   }
 }
 
-// `name` and the packages it depends on, from Pyodide's lock file: [{file_name, sha256, ...}]. All pure Python
-// (tools/build_web_dist.py serves no other): INSTALL unpacks files and would not load a binary extension.
-function requiredWheels(lock, name, seen = new Map()) {
-  const entry = lock.packages?.[name];
-  if (!entry) throw new Error(`pyodide-lock.json has no package '${name}'`);
-  if (!entry.file_name?.endsWith("-py3-none-any.whl")) throw new Error(`${entry.file_name} is not a pure wheel`);
-  if (!seen.has(name)) {
-    seen.set(name, entry);
-    for (const dependency of entry.depends ?? []) requiredWheels(lock, dependency, seen);
-  }
-  return [...seen.values()];
+// web/dist's snapshot, uncompressed: (tag, snapshot) bytes. A build without one answers 404. A server that labels
+// .gz files Content-Encoding: gzip has the browser decompress it already; the tag (hex digits) never starts like
+// gzip's magic number.
+async function fetchSnapshot(url) {
+  const bytes = new Uint8Array(await (await fetchOk(url)).arrayBuffer());
+  if (bytes[0] !== 0x1f || bytes[1] !== 0x8b) return bytes;
+  return new Uint8Array(await new Response(new Blob([bytes]).stream().pipeThrough(
+    new DecompressionStream("gzip"))).arrayBuffer());
 }
+
+// Keep `bytes` (tag and snapshot) in OPFS for the next load: "saved", or why not (that load starts as this one did).
+const saveSnapshot = (bytes) => writeFile(SNAPSHOT_FILE, bytes).then(() => "saved",
+  (error) => `not saved: ${error.message}`);
 
 async function fetchOk(url) {
   const response = await fetch(url);
