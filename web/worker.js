@@ -310,16 +310,13 @@ const shards = {
 
 const sum = (items, key) => items.reduce((n, item) => n + item[key], 0);
 
-// The interpreter with llmchat installed and imported, restored from a memory snapshot (web/python.js) instead of
-// booting, installing and importing: the one kept in OPFS by an earlier load, else the one web/dist serves (made by
-// the build, so a first visit restores too), else Python boots and its snapshot is kept for the next load. Pyodide
-// refuses a snapshot made by another build of it (a page whose pyodideURL names another Pyodide); the tag refuses
-// one made with another build of llmchat. Under Node, a restore with the files unpacked and the import took
-// 0.12-0.20 s; a boot, install and import 2.3-2.9 s.
-
-// Pyodide with llmchat installed and imported, and how it started: `python.start` is "snapshot" (OPFS), "served"
-// (web/dist's) or "boot"; `python.snapshot` says whether the snapshot was kept in OPFS for the next load ("saved",
-// or why not), and `python.refused` why a snapshot found was not used.
+// Pyodide with llmchat installed and imported, restored from a memory snapshot (web/python.js) rather than booted,
+// installed and imported: the one an earlier load kept in OPFS, else the one web/dist serves (made by the build for
+// its own Pyodide, so a first visit restores too), else Python boots and a snapshot of it is kept for the next load.
+// Pyodide refuses a snapshot made by another build of it; the tag, one made with another build of llmchat. On
+// SwiftShader with 2 cores, Python was ready 1.3-1.8 s into a first visit from the served snapshot, 3.6-4.4 s booting.
+// `python.start` says how it started: "snapshot" (OPFS), "served" or "boot"; `python.snapshot` whether a snapshot was
+// kept in OPFS for the next load ("saved", or why not); `python.refused` why a snapshot was not used.
 async function bootPython(pyodideURL, distURL) {
   const index = new URL(pyodideURL || distURL, self.location.href).href;
   const ours = new URL(distURL, self.location.href).href;
@@ -353,7 +350,8 @@ async function bootPython(pyodideURL, distURL) {
       }
     };
     let py = await restore("snapshot", await readBytes(SNAPSHOT_FILE));
-    if (!py) {
+    if (!py && index !== ours) refused.push(`served: made for the Pyodide in ${ours}, not ${index}`);
+    else if (!py) {
       const served = await fetchSnapshot(ours + SERVED_SNAPSHOT).catch((error) => {
         refused.push(`served: ${error.message}`);
         return null;
