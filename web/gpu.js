@@ -54,9 +54,10 @@ export class GPUBridge {
     // Where load time goes: pipeline compilation (wall time of each parallel batch, summed) and weight upload.
     // prepared: kernels created from a list saved by an earlier load before Python asked (see prepare);
     // prepared_used: Python's requests that one of them served.
-    // buffer_bytes: the bytes of the buffers alive now.
-    this.stats = { kernels: 0, compile_ms: 0, uploads: 0, upload_bytes: 0, upload_ms: 0, programs: 0, replays: 0,
-      replay_ms: 0, requested: 0, prepared: 0, prepared_used: 0, buffer_bytes: 0 };
+    // buffer_bytes: the bytes of the buffers alive now, buffer_peak the most at any time; once: one-off dispatch
+    // lists run (runOnce).
+    this.stats = { kernels: 0, compile_ms: 0, uploads: 0, upload_bytes: 0, upload_ms: 0, programs: 0, once: 0,
+      replays: 0, replay_ms: 0, requested: 0, prepared: 0, prepared_used: 0, buffer_bytes: 0, buffer_peak: 0 };
     this.kernelIds = new Map(); // JSON of [name, code, kinds, constants] → kernel id: the same WGSL compiles once
     this.preparing = new Map(); // key → spec: prepared kernels not started yet, in order (see prepare)
     this.asked = []; // the specs Python asked for, in order, once each: what a later load may prepare
@@ -86,14 +87,26 @@ export class GPUBridge {
     };
   }
 
+  // A buffer's id at once; the GPU memory when something first uses it. A load's work runs in order behind the
+  // weight uploads (writeFrom), while Python goes on without waiting for it: each weight's rows in the file's
+  // layout then exist only from their upload to their release after the repack, one weight at a time, however
+  // far ahead Python has recorded.
   createBuffer(size, label, uniform) {
     this.#alive();
+    return this.buffers.push({ size, label, usage: uniform ? UNIFORM : STORAGE }) - 1;
+  }
+
+  #buffer(id) {
+    const entry = this.buffers[id];
+    if (entry instanceof GPUBuffer) return entry;
+    const { size, label, usage } = entry;
     this.device.pushErrorScope("out-of-memory");
-    const buffer = this.device.createBuffer({ size, label, usage: uniform ? UNIFORM : STORAGE });
+    const buffer = this.buffers[id] = this.device.createBuffer({ size, label, usage });
     this.stats.buffer_bytes += size;
+    this.stats.buffer_peak = Math.max(this.stats.buffer_peak, this.stats.buffer_bytes);
     this.#check(this.device.popErrorScope(), "OutOfMemory",
       `the GPU ran out of memory allocating '${label}' (${size} bytes); try a smaller model or context-size`);
-    return this.buffers.push(buffer) - 1;
+    return buffer;
   }
 
   // Work Python queued since its last call, in order: `meta` holds four integers per item, either a buffer write
@@ -110,7 +123,7 @@ export class GPUBridge {
     for (let i = 0; i < meta.length; i += 4) {
       if (meta[i] === 0 && meta[i + 1] === RELEASE) this.#release(meta[i + 2]);
       else if (meta[i] === 0) this.#replay(meta[i + 1]);
-      else this.queue.writeBuffer(this.buffers[meta[i]], meta[i + 1], blob, meta[i + 2], meta[i + 3]);
+      else this.queue.writeBuffer(this.#buffer(meta[i]), meta[i + 1], blob, meta[i + 2], meta[i + 3]);
     }
   }
 
@@ -124,7 +137,7 @@ export class GPUBridge {
     this.#afterUploads(async () => {
       this.#alive();
       const t0 = performance.now();
-      const buffer = this.buffers[id];
+      const buffer = this.#buffer(id);
       for (let done = 0; done < length; done += UPLOAD_CHUNK) {
         const n = Math.min(UPLOAD_CHUNK, length - done);
         const bytes = await store.read(srcOffset + done, n);
@@ -254,13 +267,37 @@ export class GPUBridge {
   async program(flat, names) {
     this.#alive();
     await this.#settle();
+    const { steps, scope } = await this.#bind(flat, names);
+    const error = await scope;
+    if (error) throw new Error(`binding buffers to the recorded kernels failed: ${error.message}`);
+    this.stats.programs++;
+    return this.programs.push(steps) - 1;
+  }
+
+  // Run a dispatch list once (BrowserDevice.run_once) in order with the work queued before and after it, and
+  // return at once: nothing waits for it and nothing of it is kept. Its errors surface at the next program(),
+  // read() or settled().
+  runOnce(flat, names) {
+    this.#alive();
+    this.#afterUploads(async () => {
+      this.#alive();
+      const { steps, scope } = await this.#bind(flat, names);
+      this.#check(scope, "GPUError", "binding buffers to the kernels of a one-off program failed");
+      this.#submit(steps);
+      this.stats.once++;
+    });
+  }
+
+  // The dispatches of `flat` with their bind groups, once their kernels are ready; `scope` resolves to the error
+  // binding them met, if any.
+  async #bind(flat, names) {
     const used = new Set();
     for (let i = 1, d = 0; d < flat[0]; d++) {
       used.add(this.kernels[flat[i]]);
       i += 5 + 3 * flat[i + 4];
     }
     await Promise.all([...used].map((kernel) => kernel.ready));
-    this.device.pushErrorScope("validation");
+    this.device.pushErrorScope("validation"); // pushed and popped with nothing awaited between: scopes nest
     const steps = [];
     let i = 1;
     for (let d = 0; d < flat[0]; d++) {
@@ -270,21 +307,22 @@ export class GPUBridge {
       const count = flat[i + 4];
       i += 5;
       for (let b = 0; b < count; b++, i += 3) {
-        entries.push({ binding: b, resource: { buffer: this.buffers[flat[i]], offset: flat[i + 1], size: flat[i + 2] } });
+        const buffer = this.#buffer(flat[i]);
+        entries.push({ binding: b, resource: { buffer, offset: flat[i + 1], size: flat[i + 2] } });
       }
       const group = this.device.createBindGroup({ layout: kernel.layout, entries, label: names[d] });
       steps.push({ pipeline: kernel.pipeline, group, grid });
     }
-    const error = await this.device.popErrorScope();
-    if (error) throw new Error(`binding buffers to the recorded kernels failed: ${error.message}`);
-    this.stats.programs++;
-    return this.programs.push(steps) - 1;
+    return { steps, scope: this.device.popErrorScope() };
   }
 
   // WebGPU frees the memory once the work submitted before is done.
   #release(id) {
-    this.stats.buffer_bytes -= this.buffers[id].size;
-    this.buffers[id].destroy();
+    const buffer = this.buffers[id];
+    if (buffer instanceof GPUBuffer) {
+      this.stats.buffer_bytes -= buffer.size;
+      buffer.destroy();
+    }
     this.buffers[id] = null;
   }
 
@@ -292,11 +330,17 @@ export class GPUBridge {
   #replay(id) {
     this.#alive();
     const t0 = performance.now();
+    this.#submit(this.programs[id]);
+    this.stats.replays++;
+    this.stats.replay_ms += performance.now() - t0;
+  }
+
+  #submit(steps) {
     this.device.pushErrorScope("validation");
     const encoder = this.device.createCommandEncoder();
     const pass = encoder.beginComputePass();
     let last = null;
-    for (const { pipeline, group, grid } of this.programs[id]) {
+    for (const { pipeline, group, grid } of steps) {
       if (pipeline !== last) {
         pass.setPipeline(pipeline);
         last = pipeline;
@@ -307,8 +351,6 @@ export class GPUBridge {
     pass.end();
     this.queue.submit([encoder.finish()]);
     this.#check(this.device.popErrorScope(), "GPUError", "running a recorded program failed");
-    this.stats.replays++;
-    this.stats.replay_ms += performance.now() - t0;
   }
 
   // Apply the queued work, wait for it, and copy `size` bytes of buffer `id` back.
@@ -318,7 +360,7 @@ export class GPUBridge {
     await this.settled(); // an error in the work being read means the bytes would be garbage
     const staging = this.device.createBuffer({ size, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
     const encoder = this.device.createCommandEncoder();
-    encoder.copyBufferToBuffer(this.buffers[id], offset, staging, 0, size);
+    encoder.copyBufferToBuffer(this.#buffer(id), offset, staging, 0, size);
     this.queue.submit([encoder.finish()]);
     try {
       await staging.mapAsync(GPUMapMode.READ);
@@ -332,7 +374,7 @@ export class GPUBridge {
   }
 
   destroy() {
-    for (const buffer of this.buffers) buffer?.destroy();
+    for (const buffer of this.buffers) if (buffer instanceof GPUBuffer) buffer.destroy();
     this.buffers = [null];
     this.device.destroy();
   }

@@ -9,7 +9,8 @@ the recorded dispatch list), JS acts. Objects stay on the JS side in tables and 
 - `write_from` with a browser source moves weights from the browser's model store straight into GPU buffers;
   the bytes never become Python objects. It returns at once: the copies stream in while the programs are
   recorded and their pipelines compile, and the next `read` waits for them.
-- Pipelines compile in parallel: `kernel` returns at once and `program` waits for the kernels it uses.
+- Pipelines compile in parallel: `kernel` returns at once and `program` waits for the kernels it uses;
+  `run_once` (a load's repacks) does not wait at all: JS binds and submits it in order once its kernels are ready.
 - Asynchronous WebGPU results (pipelines, bind-group validation, buffer mapping) are awaited with `run_sync`,
   which suspends the WebAssembly stack (JSPI) so the core keeps its synchronous shape. Callers must enter Python
   through a promising call (the worker does).
@@ -134,16 +135,30 @@ class BrowserDevice(Device):
         return Kernel(name=name, handle=handle)
 
     def program(self, dispatches: list[Dispatch]) -> BrowserProgram:
-        # One flat list: per dispatch kernel, grid x/y/z, binding count, then (buffer, offset, size) per binding.
+        flat, names = self._dispatch_list(dispatches)
+        js_id = self._await(lambda: self._bridge.program(flat, names))
+        return BrowserProgram(dispatches, js_id)
+
+    def run_once(self, dispatches: list[Dispatch]) -> None:
+        """Queued in JS behind the work before it, and returns at once. A load repacks each weight this way, so
+        Python records the whole model without waiting for the GPU process (on SwiftShader, busy executing and
+        compiling, SmolLM2's 151 repacks waited 1 s in all) and asks for the decode step's kernels while the weights
+        still upload; gpu.js allocates a buffer when the queued work first uses it, so the file-layout rows waiting
+        for their repack take memory one weight at a time."""
+        self._flush()  # what Python queued before goes first
+        flat, names = self._dispatch_list(dispatches)
+        self._call(lambda: self._bridge.runOnce(flat, names))
+
+    def _dispatch_list(self, dispatches: list[Dispatch]):
+        """One flat list: per dispatch kernel, grid x/y/z, binding count, then (buffer, offset, size) per binding;
+        and the kernels' names (labels)."""
         flat = array("I", [len(dispatches)])
         for d in dispatches:
             flat.extend((d.kernel.handle, *d.grid, len(d.bindings)))
             for b in d.bindings:
                 v = b if isinstance(b, View) else View(b)
                 flat.extend((v.buffer.handle, v.offset, v.buffer.size - v.offset if v.size is None else v.size))
-        names = self._to_js([d.kernel.name for d in dispatches])
-        js_id = self._await(lambda: self._bridge.program(self._to_js(memoryview(flat)), names))
-        return BrowserProgram(dispatches, js_id)
+        return self._to_js(memoryview(flat)), self._to_js([d.kernel.name for d in dispatches])
 
     def run(self, program: Program) -> None:
         if not isinstance(program, BrowserProgram):

@@ -191,6 +191,12 @@ class Device(ABC):
     def run(self, program: Program) -> None:
         """Submit one replay of `program`."""
 
+    def run_once(self, dispatches: list[Dispatch]) -> None:
+        """Submit `dispatches` once, keeping nothing for a replay (a load's one-off work: repacking weights). A
+        device may return before their kernels are ready, in order with the work queued before and after; their
+        errors then surface at the next `program` or `read`."""
+        self.run(self.program(dispatches))
+
     @abstractmethod
     def read(self, buffer: Buffer, offset: int = 0, size: int | None = None) -> bytes:
         """Wait for submitted work and read bytes back."""

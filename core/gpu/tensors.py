@@ -192,7 +192,7 @@ def split_weight(device: Device, kernels, w: Weight) -> Weight:
             groups = cdiv(n * (w.k // 32), 64)
             grid = (groups, 1, 1) if groups <= 65535 else (65535, cdiv(groups, 65535), 1)
             dispatches.append(Dispatch(kernel, (params, src.buffer, buf, src.buffer), grid))
-    device.run(device.program(dispatches))
+    device.run_once(dispatches)
     for buffer in [src.buffer for src in w.parts] + [d.bindings[0] for d in dispatches]:  # the GGUF rows, params
         device.release(buffer)
     return out
