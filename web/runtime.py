@@ -11,6 +11,7 @@ import time
 
 from ..api import LLM
 from ..browser_source import BrowserSource
+from ..chat import _environment
 from ..chat_cache import ChatCacheError
 from ..engine import CONTEXT_MIN
 from ..errors import InvalidRequestError, SourceError
@@ -20,6 +21,7 @@ from ..gpu.device import AdapterInfo
 from ..gpu.tune import MemoryStore
 from ..memory import plan_memory
 from ..models import model_config
+from ..pretokenize import SUPPORTED, get_pre_tokenizer
 
 # The tuner's results in OPFS (web/worker.js reads and writes it): {cache key: entry}, as gpu/tune.py keeps them.
 TUNE_FILE = "llmchat-tune.json"
@@ -28,6 +30,19 @@ TUNE_FILE = "llmchat-tune.json"
 STEP_TOKENS = 64
 
 _state: dict = {}
+
+
+def _make_ahead() -> None:
+    """Make at import what every load makes the same way: the worker snapshots the interpreter once this module is
+    imported (web/python.js), so loads restored from the snapshot find them made. On SwiftShader's 2 cores a load
+    spent 0.15-0.20 s importing jinja2 (with the standard-library modules it needs, compiled from source) and
+    ~0.09 s compiling its pre-tokenizer's regular expressions."""
+    _environment()
+    for name in SUPPORTED:
+        get_pre_tokenizer(name)
+
+
+_make_ahead()
 
 
 def plan(gguf: GGUFFile, info: AdapterInfo, context: int, gpu_budget: int = 0) -> dict:
