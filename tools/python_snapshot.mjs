@@ -1,6 +1,7 @@
-// Makes the Python snapshot web/dist serves (web/python.js SERVED_SNAPSHOT): Pyodide from the folder, llmchat and
-// its dependencies installed from the folder's wheels and imported, exactly as the worker does on a first boot,
-// then Pyodide's memory snapshot, tagged and gzip-compressed. A page's first visit restores it instead of booting.
+// Makes the Python snapshot web/dist serves (web/python.js SERVED_SNAPSHOT) with the worker's own code
+// (bootAndSnapshot): Pyodide from the folder, llmchat and its dependencies installed from the folder's wheels and
+// imported, Pyodide's memory snapshot tagged, then gzip-compressed. A page's first visit restores it instead of
+// booting.
 //
 //   node tools/python_snapshot.mjs web/dist/pyodide
 //
@@ -12,7 +13,7 @@ import path from "node:path";
 import { pathToFileURL } from "node:url";
 import { gzipSync } from "node:zlib";
 
-import { RUNTIME_MODULE, SERVED_SNAPSHOT, installWheels, requiredWheels, snapshotTag } from "../web/python.js";
+import { SERVED_SNAPSHOT, bootAndSnapshot, requiredWheels } from "../web/python.js";
 
 if (!("Suspending" in WebAssembly)) {
   console.error(`python_snapshot: Node ${process.version} has no WebAssembly.Suspending (JSPI)`);
@@ -22,10 +23,8 @@ const dist = path.resolve(process.argv[2]) + "/";
 const { loadPyodide } = await import(pathToFileURL(dist + "pyodide.mjs").href);
 const lock = JSON.parse(readFileSync(dist + "pyodide-lock.json", "utf8"));
 const wheels = requiredWheels(lock);
-const py = await loadPyodide({ indexURL: dist, lockFileContents: lock, _makeSnapshot: true, stdout: () => {} });
-installWheels(py, wheels, wheels.map((w) => readFileSync(dist + w.file_name)));
-py.runPython(`import ${RUNTIME_MODULE}`);
-const snapshot = py.makeMemorySnapshot();
-const tag = await snapshotTag(wheels);
-writeFileSync(dist + SERVED_SNAPSHOT, gzipSync(Buffer.concat([tag, snapshot]), { level: 9 }));
-console.log(`python_snapshot: ${dist}${SERVED_SNAPSHOT} (${snapshot.length} bytes before compression)`);
+const { parts } = await bootAndSnapshot(loadPyodide, { indexURL: dist, lockFileContents: lock, stdout: () => {} },
+  wheels, wheels.map((w) => readFileSync(dist + w.file_name)));
+const bytes = Buffer.concat(parts);
+writeFileSync(dist + SERVED_SNAPSHOT, gzipSync(bytes, { level: 9 }));
+console.log(`python_snapshot: ${dist}${SERVED_SNAPSHOT} (${bytes.length} bytes before compression)`);

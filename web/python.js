@@ -32,8 +32,15 @@ export function installWheels(py, wheels, files) {
   py.runPython(INSTALL.replace("NAMES", JSON.stringify(wheels.map((w) => w.file_name))));
 }
 
-// The module whose import the snapshot is taken after.
-export const RUNTIME_MODULE = "llmchat.web.runtime";
+// Boot Pyodide (`loadPyodide` with `options`), install `wheels` from `files`, import llmchat's browser runtime and
+// snapshot the interpreter: {py, parts}, the snapshot file's bytes being parts' concatenation (tag, snapshot). The
+// worker does this where no snapshot could be restored; the web build, to serve one.
+export async function bootAndSnapshot(loadPyodide, options, wheels, files) {
+  const py = await loadPyodide({ ...options, _makeSnapshot: true });
+  installWheels(py, wheels, files);
+  py.runPython("import llmchat.web.runtime");
+  return { py, parts: [await snapshotTag(wheels), py.makeMemorySnapshot()] };
+}
 
 // `name` and the packages it depends on, from Pyodide's lock file: [{file_name, sha256, ...}]. All pure Python
 // (tools/build_web_dist.py serves no other): installWheels unpacks files and would not load a binary extension.

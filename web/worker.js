@@ -30,7 +30,7 @@
 import { isSoftwareAdapter } from "./adapter.js";
 import { requestGPU } from "./gpu.js";
 import { ModelError, ModelStore, chatsDir, checkQuota, sha256Hex, storageName } from "./model-store.js";
-import { RUNTIME_MODULE, SERVED_SNAPSHOT, SNAPSHOT_FILE, installWheels, requiredWheels, snapshotTag }
+import { SERVED_SNAPSHOT, SNAPSHOT_FILE, bootAndSnapshot, installWheels, requiredWheels, snapshotTag }
   from "./python.js";
 
 let pyodide = null;
@@ -360,11 +360,10 @@ async function bootPython(pyodideURL, distURL) {
       if (py) python.saving = saveSnapshot(served);
     }
     if (!py) {
-      py = await loadPyodide({ ...options, _makeSnapshot: true });
+      const booted = await bootAndSnapshot(loadPyodide, options, wheels, await files);
+      py = booted.py;
       python.start = "boot";
-      installWheels(py, wheels, await files);
-      py.runPython(`import ${RUNTIME_MODULE}`);
-      python.saving = saveSnapshot(new Blob([tag, py.makeMemorySnapshot()]));
+      python.saving = saveSnapshot(new Blob(booted.parts));
     }
     if (refused.length) python.refused = refused.join("; ");
     return { py, python };
