@@ -27,11 +27,11 @@ TEST_JOBS ?= auto
 test: system-deps $(VENV)/.installed-test web
 	$(BIN)/llmchat pull smollm2 >/dev/null
 	$(BIN)/llmchat pull gemma3-270m >/dev/null
-	$(BIN)/python tools/fetch_llama_vocabs.py --if-missing
-	LLMCHAT_REQUIRE_MODEL=1 LLMCHAT_REQUIRE_WEB=1 $(BIN)/python tools/run_tests.py --jobs $(TEST_JOBS) $(PYTEST_ARGS)
+	$(BIN)/python tools/build/fetch_llama_vocabs.py --if-missing
+	LLMCHAT_REQUIRE_MODEL=1 LLMCHAT_REQUIRE_WEB=1 $(BIN)/python tools/build/run_tests.py --jobs $(TEST_JOBS) $(PYTEST_ARGS)
 
 system-deps:
-	@PYTHON=$(PYTHON) tools/system-deps.sh
+	@PYTHON=$(PYTHON) tools/build/system-deps.sh
 
 $(VENV)/.created:
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
@@ -50,15 +50,15 @@ $(VENV)/.installed-test: pyproject.toml $(VENV)/.created
 # The browser runtime's files served from our own origin (web/dist: Pyodide, the wheels, their lock file), plus
 # pytest's pure wheels for running the core's tests inside Pyodide under Node. Rebuilt when the package changes.
 WEB_INPUTS := $(shell find core quant shaders web -type f -not -path 'web/dist/*' -not -name '*.pyc') \
-	pyproject.toml package-lock.json tools/build_web_dist.py tools/pyodide_lock.py tools/wheel_bytecode.py \
-	tools/pyodide_run.mjs tools/python_snapshot.mjs
+	pyproject.toml package-lock.json tools/build/build_web_dist.py tools/build/pyodide_lock.py tools/build/wheel_bytecode.py \
+	tools/build/pyodide_run.mjs tools/build/python_snapshot.mjs
 web: web/dist/manifest.json
 
 node_modules/.package-lock.json: package-lock.json
 	npm ci --no-audit --no-fund
 
 web/dist/manifest.json: $(WEB_INPUTS) node_modules/.package-lock.json $(VENV)/.created
-	$(BIN)/python tools/build_web_dist.py --test-wheels build/pyodide-test-wheels
+	$(BIN)/python tools/build/build_web_dist.py --test-wheels build/pyodide-test-wheels
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info node_modules web/dist

@@ -2,7 +2,7 @@
 `pip install` gives a `llmchat serve` whose chat page runs the model in the browser.
 
 pyproject.toml holds the metadata; this only hooks the build. When web/dist is built (`make web`, or an sdist that
-carries it) it is packaged as it is. Otherwise the build runs the web build (tools/build_web_dist.py: needs node
+carries it) it is packaged as it is. Otherwise the build runs the web build (tools/build/build_web_dist.py: needs node
 and npm, and npm's and PyPI's packages, from the network or their caches). Where that cannot run, the package is
 built without it and says so; its `llmchat serve` then warns at start and its chat page answers through the
 server's API. Editable installs never build it (`make web` does, for the working tree).
@@ -21,7 +21,7 @@ from setuptools.command.sdist import sdist
 
 ROOT = Path(__file__).resolve().parent
 DIST = ROOT / "web" / "dist"
-# Set by tools/build_web_dist.py for the llmchat wheel it serves to pages: that one never carries web/dist.
+# Set by tools/build/build_web_dist.py for the llmchat wheel it serves to pages: that one never carries web/dist.
 SKIP = "LLMCHAT_SKIP_WEB_BUILD"
 
 
@@ -42,12 +42,12 @@ def ensure_web_dist() -> None:
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONNOUSERSITE")}
     if not (ROOT / "node_modules" / "pyodide").is_dir():
         subprocess.run(["npm", "ci", "--no-audit", "--no-fund"], cwd=ROOT, check=True, env=env)
-    subprocess.run([sys.executable, str(ROOT / "tools" / "build_web_dist.py")], cwd=ROOT, check=True, env=env)
+    subprocess.run([sys.executable, str(ROOT / "tools" / "build" / "build_web_dist.py")], cwd=ROOT, check=True, env=env)
 
 
 def _cannot_build() -> str | None:
-    if not (ROOT / "tools" / "build_web_dist.py").is_file():
-        return "this source tree has neither web/dist nor tools/build_web_dist.py"
+    if not (ROOT / "tools" / "build" / "build_web_dist.py").is_file():
+        return "this source tree has neither web/dist nor tools/build/build_web_dist.py"
     if shutil.which("node") is None:
         return "node is not installed"
     if not (ROOT / "node_modules" / "pyodide").is_dir() and shutil.which("npm") is None:

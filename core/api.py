@@ -14,27 +14,27 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from . import chat_cache, generation
-from .catalogue import resolve
-from .chat import ChatTemplate
-from .constraint import Constraint
-from .engine import Engine, Feed
+from .runtime import chat_cache, generation
+from .hub.catalogue import resolve
+from .chat.template import ChatTemplate
+from .runtime.constraint import Constraint
+from .runtime.engine import Engine, Feed
 from .errors import ContextOverflowError, InvalidRequestError, LLMChatError
-from .generation import FinishEvent, GenerationRequest
-from .gguf import GGUFFile, open_gguf
+from .runtime.generation import FinishEvent, GenerationRequest
+from .gguf.file import GGUFFile, open_gguf
 from .gpu import open_device
 from .gpu.kernels import Kernels
 from .gpu.profiles import NO_PROFILE, Profile, get_profile
 from .gpu.variants import variants
 from .gpu.tune import ROUNDS, TuneContext, sweep, tune_model
-from .kv_cache import common_prefix
-from .memory import MemoryPlan, check_context, default_plan, plan_memory, step_bucket
+from .runtime.kv_cache import common_prefix
+from .runtime.memory import MemoryPlan, check_context, default_plan, plan_memory, step_bucket
 from .models import model_class, model_config
 from .models.weights import WeightLoader
-from .reply import Reply
-from .sampler import SamplingParams
-from .structured import ChatSetup, prepare_chat, structured_constraint
-from .tokenizer import Tokenizer
+from .chat.reply import Reply
+from .runtime.sampler import SamplingParams
+from .chat.structured import ChatSetup, prepare_chat, structured_constraint
+from .tokenizer.tokenizer import Tokenizer
 
 
 @dataclass

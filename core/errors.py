@@ -60,7 +60,7 @@ class DeviceLostError(GPUError):
 class ModelTooLargeError(GPUError):
     """The model or its KV cache does not fit the adapter's limits or memory.
 
-    Raised by the memory plan (llmchat.memory), it also carries the numbers for a program to show: `profile` (the
+    Raised by the memory plan (llmchat.runtime.memory), it also carries the numbers for a program to show: `profile` (the
     device profile's name, "" for none), `budget` (bytes, 0 when unknown), `needs` (the plan's bytes: weights,
     kv_cache, activations, total, ...) and `largest_context` (tokens that would fit; 0 when none does)."""
 

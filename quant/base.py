@@ -1,7 +1,7 @@
 """The registry of GGUF block formats and the base class each format derives from.
 
 A format is a class, never instantiated: its class attributes say which GGML type it is and how big a block is
-(taken from `llmchat.ggml_types.BLOCK_LAYOUT`, the one table of block sizes), and its class methods convert whole
+(taken from `llmchat.gguf.types.BLOCK_LAYOUT`, the one table of block sizes), and its class methods convert whole
 arrays of blocks. Defining a subclass registers it under its type id.
 """
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import ClassVar
 import numpy as np
 
 from llmchat.errors import UnsupportedModelError
-from llmchat.ggml_types import BLOCK_LAYOUT, GGMLType
+from llmchat.gguf.types import BLOCK_LAYOUT, GGMLType
 
 _REGISTRY: dict[GGMLType, type[BlockFormat]] = {}
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from llmchat.ggml_types import GGMLType
+from llmchat.gguf.types import GGMLType
 
 from .base import BlockFormat
 from .packing import F16 as F16_DTYPE

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from llmchat.ggml_types import GGMLType
+from llmchat.gguf.types import GGMLType
 
 from .base import BlockFormat
 from .packing import read_f16, split_nibbles, unpack_fields

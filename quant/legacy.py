@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from llmchat.ggml_types import GGMLType
+from llmchat.gguf.types import GGMLType
 
 from .base import BlockFormat
 from .packing import f16_bytes, join_nibbles, read_f16, round_half_away, split_nibbles

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from llmchat.errors import GGUFError
-from llmchat.ggml_types import GGMLType
+from llmchat.gguf.types import GGMLType
 
 from .base import get
 

@@ -1,4 +1,4 @@
-// The adapter's streaming bandwidth, for the roofline report (llmchat.roofline): invocations read the source in
+// The adapter's streaming bandwidth, for the roofline report (llmchat.gpu.roofline): invocations read the source in
 // 16-byte words in one of two orders, and the report keeps the faster:
 // CHUNKED false: a grid-stride loop, neighbouring invocations reading neighbouring words (the coalesced order
 //   GPUs reward);

@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 
 from browser_util import BROWSER_TIMEOUT_MS, CHROMIUM, CHROMIUM_FLAGS, VIEWPORT, browser_missing, open_profile
-from llmchat.catalogue import resolve
+from llmchat.hub.catalogue import resolve
 
 # Kernel variants come from the fixed per-adapter table in every test, so results and golden data never depend on
-# a tuner run; tests about tuning turn it on themselves (tests/test_tune.py).
+# a tuner run; tests about tuning turn it on themselves (tests/model/test_tune.py).
 os.environ["LLMCHAT_TUNE"] = "0"
 from llmchat.errors import LLMChatError
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The speed report for a machine with a Vulkan GPU, from files carried there (no network needed): the roofline report
-# (`llmchat bench --roofline`) and decode/prefill speed on random-weight 1B-class models (tools/make_bench_gguf.py),
+# (`llmchat bench --roofline`) and decode/prefill speed on random-weight 1B-class models (tools/bench/make_bench_gguf.py),
 # natively through wgpu, written as one JSON file, in under 8 minutes.
 #
 #   tools/gpu_report.sh --prepare [DIR]      here, with network: wheels and the Vulkan loader package into DIR
@@ -113,8 +113,8 @@ MODELS=()
 if [ -s "$WORK/adapter.json" ]; then
   for shape in $SHAPES; do
     for type in $TYPES; do
-      path=$("$PY" tools/make_bench_gguf.py --shape "$shape" --type "$type" | tail -1 | cut -d' ' -f1) \
-        || die "tools/make_bench_gguf.py failed for $shape $type"
+      path=$("$PY" tools/bench/make_bench_gguf.py --shape "$shape" --type "$type" | tail -1 | cut -d' ' -f1) \
+        || die "tools/bench/make_bench_gguf.py failed for $shape $type"
       MODELS+=("$path")
     done
   done

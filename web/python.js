@@ -1,5 +1,5 @@
 // How llmchat is installed into Pyodide and how a snapshot of that interpreter is named: shared by the worker
-// (web/worker.js, in the page) and the web build (tools/python_snapshot.mjs, under Node), so the snapshot the build
+// (web/worker.js, in the page) and the web build (tools/build/python_snapshot.mjs, under Node), so the snapshot the build
 // serves holds exactly what the worker would have made itself.
 
 import { storageName } from "./model-store.js";
@@ -38,12 +38,12 @@ export function installWheels(py, wheels, files) {
 export async function bootAndSnapshot(loadPyodide, options, wheels, files) {
   const py = await loadPyodide({ ...options, _makeSnapshot: true });
   installWheels(py, wheels, files);
-  py.runPython("import llmchat.web.runtime");
+  py.runPython("import llmchat.browser.runtime");
   return { py, parts: [await snapshotTag(wheels), py.makeMemorySnapshot()] };
 }
 
 // `name` and the packages it depends on, from Pyodide's lock file: [{file_name, sha256, ...}]. All pure Python
-// (tools/build_web_dist.py serves no other): installWheels unpacks files and would not load a binary extension.
+// (tools/build/build_web_dist.py serves no other): installWheels unpacks files and would not load a binary extension.
 export function requiredWheels(lock, name = "llmchat", seen = new Map()) {
   const entry = lock.packages?.[name];
   if (!entry) throw new Error(`pyodide-lock.json has no package '${name}'`);

@@ -120,7 +120,7 @@ async function load({ model, integrity, context = 2048, profile = null, tune = n
   post({ type: "status", text: "Starting Python and reading the model header" });
   const progress = (p) => post({ type: "progress", ...p, ...shards.totals(p.phase) });
   // Nothing that can run waits: Pyodide boots while the header arrives, and the weights download while it boots.
-  // Python's plan (llmchat.memory, from the header) judges the model once Python is up; a refusal stops the
+  // Python's plan (llmchat.runtime.memory, from the header) judges the model once Python is up; a refusal stops the
   // download (what arrived stays for a later resume, as after any interruption).
   const phases = {}; // seconds since the load began, at which each step ended (they overlap)
   const at = (name) => { phases[name] = (performance.now() - t0) / 1000; };
@@ -147,7 +147,7 @@ async function load({ model, integrity, context = 2048, profile = null, tune = n
   let plan, python;
   try {
     ({ py: pyodide, python } = await booting);
-    runtime = pyodide.pyimport("llmchat.web.runtime");
+    runtime = pyodide.pyimport("llmchat.browser.runtime");
     // The profile's numbers live in Python (llmchat/gpu/profiles.py): only its name crosses.
     plan = JSON.parse(await runtime.check.callPromising(store, bridge, context, budget, profile, shards.open));
     at("check_s");

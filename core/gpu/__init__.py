@@ -12,7 +12,7 @@ def open_device(**options) -> Device:
     """The device for this platform: wgpu-py natively; in the browser the page's WebGPU. `profile=` (a name from
     PROFILES or a Profile; default $LLMCHAT_PROFILE) caps it to a class of devices."""
     if sys.platform == "emscripten":
-        from .browser import BrowserDevice
+        from ..browser.device import BrowserDevice
         return BrowserDevice(**options)
     from .native import NativeDevice
     return NativeDevice(**options)

@@ -112,7 +112,7 @@ class Kernel:
 @dataclass(frozen=True)
 class Traffic:
     """The bytes one dispatch moves, each distinct byte counted once however often the kernel touches it: the
-    least memory traffic the dispatch can cost, which the roofline report (llmchat.roofline) divides by its time."""
+    least memory traffic the dispatch can cost, which the roofline report (llmchat.gpu.roofline) divides by its time."""
 
     weights: int = 0  # model weights read
     reads: int = 0  # everything else read: activations, the KV cache, norm and bias vectors
@@ -160,7 +160,7 @@ class Device(ABC):
 
     def write_from(self, buffer: Buffer, offset: int, source, src_offset: int, length: int,
                    chunk: int = 16 << 20) -> None:
-        """Copy `length` bytes of a byte `Source` (llmchat.sources) into `buffer` at `offset`, in chunks.
+        """Copy `length` bytes of a byte `Source` (llmchat.gguf.sources) into `buffer` at `offset`, in chunks.
 
         Weights are loaded through this verb so a device can move bytes its own way: natively they pass through a
         memory map; the browser device streams them from the network into the GPU without Python seeing them.

@@ -10,7 +10,7 @@ The element type is f16 where the adapter has `shader-f16` (half the memory and 
 llama.cpp's default cache type too) and f32 elsewhere; kernels store and load it, and always compute in f32.
 On lavapipe (which has shader-f16, and converts f16 loads in scalar code) the f16 cache costs attention 0-13%:
 30 layers of SmolLM2 decode attention 3.3 / 18.5 / 64.6 ms (f32) vs 3.4 / 20.9 / 62.5 ms (f16) at 64 / 512 / 2000
-positions, Gemma 3's 26 layers at 2000 positions 138 vs 150 ms (tools/attention_speed.py, best of 5).
+positions, Gemma 3's 26 layers at 2000 positions 138 vs 150 ms (tools/bench/attention_speed.py, best of 5).
 """
 from __future__ import annotations
 

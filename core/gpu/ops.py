@@ -8,7 +8,7 @@ import math
 import struct
 from dataclasses import dataclass
 
-from ..ggml_types import GGMLType
+from ..gguf.types import GGMLType
 from . import kvlayout, variants
 from .device import Binding, Buffer, Traffic
 from .kvlayout import BLOCK_TOKENS

@@ -5,7 +5,7 @@ import struct
 from dataclasses import dataclass
 
 from ..errors import ModelTooLargeError, UnsupportedModelError
-from ..ggml_types import BLOCK_LAYOUT, GGMLType
+from ..gguf.types import BLOCK_LAYOUT, GGMLType
 from .device import Buffer, Device, Dispatch, Texture
 from .recorder import cdiv
 
@@ -102,13 +102,13 @@ class Piece:
     """`rows` rows of a weight stored at `offset` in a byte source (one tensor of a GGUF file)."""
 
     rows: int
-    source: object  # llmchat.sources.Source
+    source: object  # llmchat.gguf.sources.Source
     offset: int = 0
 
     @classmethod
     def of(cls, rows: int, data: bytes) -> "Piece":
         """Rows held in memory (tests, tools)."""
-        from ..sources import BytesSource
+        from ..gguf.sources import BytesSource
         return cls(rows, BytesSource(data))
 
 

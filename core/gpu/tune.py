@@ -34,7 +34,7 @@ from pathlib import Path
 
 from .. import __version__
 from ..errors import ShaderError
-from ..ggml_types import GGMLType
+from ..gguf.types import GGMLType
 from . import ops
 from .device import Buffer, Device, Program
 from .kernels import Kernels
@@ -109,7 +109,7 @@ class FileStore:
 
     def __init__(self, root: Path | None = None):
         if root is None:
-            from ..catalogue import llmchat_home  # noqa: PLC0415 (not needed in the browser)
+            from ..hub.catalogue import llmchat_home  # noqa: PLC0415 (not needed in the browser)
             root = llmchat_home() / "tune"
         self.root = Path(root)
 
@@ -316,7 +316,7 @@ def _best_wall(device: Device, program: Program, out: Buffer) -> float:
 def _timed(device: Device, program: Program, out: Buffer) -> tuple[float, float]:
     """(wall seconds, cost) of one run: the cost is wall time on GPUs; on CPU emulators, which run kernels on
     this process's threads, it is this process's CPU seconds, which other programs competing for the cores
-    barely move (tools/kernel_speed.py reports both). In Pyodide process_time is the wall clock (emscripten's
+    barely move (tools/bench/kernel_speed.py reports both). In Pyodide process_time is the wall clock (emscripten's
     clock()), which is as well: SwiftShader runs in the browser's GPU process, outside any clock of the worker."""
     start, cpu = time.perf_counter(), time.process_time()
     device.run(program)

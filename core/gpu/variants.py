@@ -29,7 +29,7 @@ import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from ..ggml_types import GGMLType
+from ..gguf.types import GGMLType
 from .device import TEXTURE_ROW_BYTES, AdapterInfo, Device, Dispatch
 from .kernels import Kernels
 
@@ -216,7 +216,7 @@ class Variants:
         positions, one binding; ops.attention takes grouped past that): its invocations hold no private arrays,
         which CPU emulators keep in memory and gather from, and a short context's positions spread over every SIMD
         lane. In prefill every token's invocations re-read the V rows, and grouped wins or comes close.
-        Measured on lavapipe (tools/attention_speed.py, ms for all layers), invocation vs flash (f32 cache): SmolLM2
+        Measured on lavapipe (tools/bench/attention_speed.py, ms for all layers), invocation vs flash (f32 cache): SmolLM2
         decode at 64 / 512 / 2000 positions 3.4 / 17 / 59 vs 20 / 530 / 4600, 64-token prefill 80 vs 4900; Gemma 3
         decode at 2000 positions 300 vs 3300, prefill 1150 vs 4500. Grouped vs invocation (f16 cache, each with its
         own ranges): Gemma 3 decode at 64 / 512 / 2000 positions 44.8 / 136.7 / 465.5 vs 51.2 / 335.3 / 1259.0,
@@ -250,7 +250,7 @@ class Variants:
     def gated_delta_form(self, tokens: int) -> str:
         """The gated delta kernel (GATED_DELTA_FORMS) for a program of `tokens` tokens: "token" for decode (one
         token a sequence has nothing to chunk), "chunk" for prefill on every adapter class. Measured on lavapipe
-        (tools/gated_delta_speed.py, Qwen3.5-0.8B's 16 heads of 128, one layer, a 512-token prompt, CPU ms): chunk
+        (tools/bench/gated_delta_speed.py, Qwen3.5-0.8B's 16 heads of 128, one layer, a 512-token prompt, CPU ms): chunk
         in 64-token steps 2274, in one step 2605; token kernel in 64-token steps 11676, one token a step 11871."""
         return self.choice("gated_delta", "decode" if tokens == 1 else "prefill",
                            "token" if tokens == 1 else "chunk")
@@ -293,7 +293,7 @@ class Variants:
         or kept apart: two plain matmuls and glu.wgsl, two more dispatches a layer but no kernel of its own. Apart
         only on adapters whose compiler is what a load waits for: SwiftShader in Chromium compiles pipelines one at
         a time and keeps none between pages, and the gated prefill tile was its slowest (SmolLM2 Q4_1, seconds to
-        compile the 8 x 8 prefill tiles: store 2.0, add 2.3, gated 3.4). tools/browser_bench.py there, two rounds
+        compile the 8 x 8 prefill tiles: store 2.0, add 2.3, gated 3.4). tools/bench/browser_bench.py there, two rounds
         stacked / apart: cold load 13.6 / 11.4 and 14.5 / 10.9 s (compiling 8.3-9.3 / 5.4-5.5 s), warm 8.9 / 8.3
         and 13.1 / 8.9 s, first token of a 33-token prompt 2.0 / 2.5 and 2.0 / 2.3 s after the load, so from page
         open to first token 1.7-3.4 s sooner cold and 0.1-4.0 s warm; but prefill runs 11-20% slower (16.5 / 13.1

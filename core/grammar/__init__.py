@@ -28,7 +28,7 @@ Design (pure Python, standard library only: it runs in Pyodide).
   takes any text and returns to itself (string contents), trie subtrees of plain well-formed UTF-8 are allowed
   whole without being walked.
 
-Costs measured by tools/grammar_bench.py (JSON grammar, a ~320-token document, CPython 3.11 on this machine's
+Costs measured by tools/bench/grammar_bench.py (JSON grammar, a ~320-token document, CPython 3.11 on this machine's
 CPU): the first walk of a state costs at most ~5 ms on SmolLM2's 49k vocabulary (p50 2.6 ms) and ~27 ms on Gemma
 3's 262k (p50 1 ms); a state at a new nesting depth whose relative state was seen before costs p50 0.02 / 0.12 ms
 (p99 0.3 / 0.6 ms); a cached state ~1 us; `allows` ~1 us; the GPU bitset at most 0.09 ms (packed with big-int

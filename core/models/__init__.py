@@ -8,7 +8,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-from ..config import Metadata, ModelConfig
+from ..gguf.config import Metadata, ModelConfig
 from ..errors import UnsupportedModelError
 
 _REGISTRY: dict[str, type] = {}

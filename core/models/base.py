@@ -11,7 +11,7 @@ weights it handed out, by tensor names, for reports). Beyond that the engine see
 - `kv_widths()`: per layer, how many values one position keeps in each of the K and V caches (0: none);
 - `state_widths()` (optional; default none): per state buffer, how many f32 values of fixed-size state one sequence
   keeps (a convolution's last inputs, a recurrent layer's matrix), allocated per slot beside the KV cache as
-  `kv.state[i]` and kept right across new sequences, forks and truncation by `llmchat.kv_cache.KVCache`; usually
+  `kv.state[i]` and kept right across new sequences, forks and truncation by `llmchat.runtime.kv_cache.KVCache`; usually
   one entry per layer (0: none), and a model whose layers keep several kinds of state lists more and says which
   index is whose;
 - `record(rec, acts, kv, logits, context)`: the forward pass as dispatches, recorded once per step shape;
@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar, Protocol
 
-from ..config import ModelConfig
+from ..gguf.config import ModelConfig
 from ..gpu.device import View
 from ..gpu.recorder import Act, Recorder
 

@@ -2,7 +2,7 @@
 over stacked weights, a gated feed-forward."""
 from __future__ import annotations
 
-from ..config import ModelConfig
+from ..gguf.config import ModelConfig
 from ..gpu import ops
 from ..gpu.device import Buffer
 from ..gpu.recorder import Act, Recorder

@@ -21,13 +21,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..config import MAX_LAYERS, Metadata, ModelConfig
+from ..gguf.config import MAX_LAYERS, Metadata, ModelConfig
 from ..errors import ModelMetadataError, UnsupportedModelError
 from ..gpu import ops, state_ops
 from ..gpu.device import Buffer
 from ..gpu.recorder import Act, Recorder
 from ..gpu.tensors import Weight
-from ..shapes import Dim
+from ..gguf.shapes import Dim
 from . import register
 from .base import Activations, ActivationSpec
 from .layers import Norm, decoder_activations, gated, logits, output_weight, project

@@ -7,7 +7,7 @@ check runs on the header alone).
 from __future__ import annotations
 
 from ..errors import GGUFError, UnsupportedModelError
-from ..gguf import GGUFFile
+from ..gguf.file import GGUFFile
 from ..gpu.device import AdapterInfo, Buffer, Device
 from ..gpu.kernels import Kernels
 from ..gpu.tensors import (Piece, Weight, WeightPart, check_type, plan_parts, split_bytes, split_parts, split_weight,

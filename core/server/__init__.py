@@ -1,6 +1,6 @@
 """`llmchat serve`: an OpenAI-compatible HTTP server with continuous batching and prefix caching.
 
-    scheduler.py     continuous batching around llmchat.generation's loop, chunked prefill, cancellation
+    scheduler.py     continuous batching around llmchat.runtime.generation's loop, chunked prefill, cancellation
     prefix_cache.py  finished sequences' KV kept and shared by later prompts
     app.py           routes; completions.py request handling; schemas.py request bodies
     static.py        web demo and model files with Range; sse.py streaming; metrics.py Prometheus text
@@ -10,8 +10,8 @@ Needs FastAPI and uvicorn (installed with llmchat natively; the core itself impo
 from .app import ServerOptions, create_app
 from .completions import ModelInfo
 from .runner import ServeConfig, model_info, serve
-from ..generation import GenerationRequest
-from .scheduler import Scheduler
+from ..runtime.generation import GenerationRequest
+from ..runtime.scheduler import Scheduler
 
 __all__ = ["GenerationRequest", "ModelInfo", "Scheduler", "ServeConfig", "ServerOptions", "create_app",
            "model_info", "serve"]

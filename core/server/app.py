@@ -31,7 +31,7 @@ from .completions import Answer, ModelInfo, Prepared, Run, prepare_chat, prepare
 from .errors import ERROR_RESPONSES, GENERATION_RESPONSES, APIError, error_body, json_response
 from .guard import DEFAULT_MAX_BODY, BodyTooLargeError, HostPolicy, RequestGuard
 from .middleware import APIKeyMiddleware, RequestMetricsMiddleware
-from .scheduler import Scheduler, SchedulerStoppedError
+from ..runtime.scheduler import Scheduler, SchedulerStoppedError
 from .schemas import ChatCompletionRequest, CompletionRequest
 from .sse import EventStream
 from .static import FileResponse, safe_path

@@ -18,14 +18,14 @@ from typing import Any
 from starlette.concurrency import run_in_threadpool
 
 from .. import __version__
-from ..constraint import Constraint
+from ..runtime.constraint import Constraint
 from ..errors import (ChatTemplateError, FieldError, GrammarError, InvalidRequestError, LLMChatError,
                       UnsupportedSchemaError)
 from .errors import APIError, error_body
-from ..generation import FinishEvent, GenerationRequest, TokenEvent
-from ..reply import Reply
-from ..structured import ChatSetup
-from .scheduler import ErrorEvent, QueueFullError, Scheduler, SchedulerStoppedError, TooManySequencesError
+from ..runtime.generation import FinishEvent, GenerationRequest, TokenEvent
+from ..chat.reply import Reply
+from ..chat.structured import ChatSetup
+from ..runtime.scheduler import ErrorEvent, QueueFullError, Scheduler, SchedulerStoppedError, TooManySequencesError
 from .schemas import (MAX_SEQUENCES_PER_REQUEST, MAX_STOP_STRINGS, ChatCompletionRequest, CompletionRequest,
                       _Sampling, unsupported_fields)
 

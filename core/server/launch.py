@@ -1,6 +1,6 @@
 """Run an HTTP server as a child process on a loopback port, for as long as a `with` block lasts.
 
-Used by the server tests (a real `llmchat serve`) and by tools/load_bench.py (ours or llama.cpp's server).
+Used by the server tests (a real `llmchat serve`) and by tools/bench/load_bench.py (ours or llama.cpp's server).
 """
 from __future__ import annotations
 

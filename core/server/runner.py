@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
-from ..catalogue import CATALOGUE, models_dir, resolve
+from ..hub.catalogue import CATALOGUE, models_dir, resolve
 from ..errors import LLMChatError
 from ..gpu.profiles import NO_PROFILE, get_profile
 from .app import ServerOptions, create_app, runtime_missing
@@ -17,8 +17,8 @@ from .completions import ModelInfo
 from .connections import FLUSH_MARGIN_S, GracefulServer, header_timeout_protocol
 from .guard import DEFAULT_MAX_BODY, HostPolicy
 from .metrics import Metrics
-from .scheduler import Scheduler
-from ..structured import structured_constraint
+from ..runtime.scheduler import Scheduler
+from ..chat.structured import structured_constraint
 
 
 @dataclass(frozen=True)
@@ -27,7 +27,7 @@ class ServeConfig:
     host: str = "127.0.0.1"
     port: int = 8000
     api_key: str | None = None
-    ctx: int | None = None  # None: llmchat.memory.context_size's default
+    ctx: int | None = None  # None: llmchat.runtime.memory.context_size's default
     max_batch: int = 8
     max_queue: int = 64
     prefill_chunk: int = 16

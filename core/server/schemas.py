@@ -6,7 +6,7 @@ request is never half-served with a field silently ignored. Fields that are in n
 (`extra="forbid"`), since a misspelt `max_token` would otherwise fall back to a default unnoticed.
 
 Structured output and tools (`response_format`, `tools`, `tool_choice`...) are typed loosely here and checked
-by the core (llmchat.structured, llmchat.tools), which every other caller shares.
+by the core (llmchat.chat.structured, llmchat.chat.tools), which every other caller shares.
 
 Extensions that vLLM and llama.cpp's server also accept: `top_k`, `min_p`, `repetition_penalty`, `ignore_eos`,
 `grammar` and `json_schema` (llama.cpp's structured output), `chat_template_kwargs` (e.g. {"enable_thinking":
@@ -18,7 +18,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from ..sampler import SamplingParams
+from ..runtime.sampler import SamplingParams
 
 # At most this many sequences per request (choices times prompts): OpenAI allows n up to 128, which no single
 # local GPU serves well; a larger batch belongs in several requests.

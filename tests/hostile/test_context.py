@@ -1,5 +1,5 @@
 """The context size, by one rule for `llmchat run|chat|...|serve --ctx`, and the API's `context=`
-(llmchat.memory.context_size): a positive number of tokens, refused otherwise before anything loads; by default
+(llmchat.runtime.memory.context_size): a positive number of tokens, refused otherwise before anything loads; by default
 2048 or the trained length when shorter; a longer one than the model was trained for runs as asked, with a
 warning that says so (as llama.cpp does), never silently lowered."""
 from __future__ import annotations
@@ -13,7 +13,7 @@ from model_factory import write_model
 from llmchat.api import LLM
 from llmchat.cli import build_parser, main
 from llmchat.errors import ContextLengthWarning, InvalidRequestError
-from llmchat.memory import DEFAULT_CONTEXT, context_size
+from llmchat.runtime.memory import DEFAULT_CONTEXT, context_size
 from llmchat.server.runner import ServeConfig
 
 

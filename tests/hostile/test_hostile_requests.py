@@ -120,7 +120,7 @@ def test_bad_messages_are_refused(setup, message):
 
 def test_template_failure_says_what_is_wrong(setup):
     client, llm = setup
-    from llmchat.chat import ChatTemplate
+    from llmchat.chat.template import ChatTemplate
     # A template that trips a Python error on a message without text (SmolLM2's does this for tool calls).
     llm.template = ChatTemplate("{% for m in messages %}{{ '<' + m['role'] + '>' + m['content'] }}{% endfor %}")
     try:

@@ -2,7 +2,7 @@
 load refuses them with a ModelMetadataError naming the key, the value and what the tensors say, from the Python API
 and from the CLI (one line, no traceback), also under `python -O` — never an AssertionError, never garbage.
 
-The files are the tiny random models of tests/model_factory.py, written with the `gguf` package, with one key
+The files are the tiny random models of tests/support/model_factory.py, written with the `gguf` package, with one key
 overwritten after the converter's keys are in. None of these checks needs a GPU: they run before a device opens.
 """
 from __future__ import annotations
@@ -19,7 +19,7 @@ from model_factory import ARCHES, write_model
 from llmchat.api import LLM
 from llmchat.cli import main
 from llmchat.errors import GGUFError, ModelMetadataError, UnsupportedModelError
-from llmchat.gguf import open_gguf
+from llmchat.gguf.file import open_gguf
 from llmchat.models import model_config
 
 VT = gguf.GGUFValueType

@@ -1,4 +1,4 @@
-"""A short soak (tools/soak.py for 30 s, few clients, a tiny random model): mixed streaming, dropped and oversized
+"""A short soak (tools/bench/soak.py for 30 s, few clients, a tiny random model): mixed streaming, dropped and oversized
 requests against a real server end with no 5xx, nothing left running and the report's figures filled in."""
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_short_soak(tmp_path):
     model = write_model(tmp_path / "soak.gguf")
     out = tmp_path / "soak.json"
-    run = subprocess.run([sys.executable, str(ROOT / "tools" / "soak.py"), str(model), "--minutes", "0.5",
+    run = subprocess.run([sys.executable, str(ROOT / "tools" / "bench" / "soak.py"), str(model), "--minutes", "0.5",
                           "--clients", "6", "--ctx", "64", "--sample-every", "5", "--log", str(tmp_path / "serve.log"),
                           "--json", str(out)], capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]

@@ -1,6 +1,6 @@
 """A reply that ends inside a UTF-8 character — cut by max_tokens, by an end-of-generation token, or next to a
 stop string — ends the same way from the Python API and from the server: both take the text from the one
-generation loop (llmchat.generation.Sequence → llmchat.textstream.TextStream), whose end turns the unfinished
+generation loop (llmchat.runtime.generation.Sequence → llmchat.chat.textstream.TextStream), whose end turns the unfinished
 character into U+FFFD.
 
 The token ids below are SmolLM2-135M-Instruct's greedy continuations of the prompts (found by running it); they
@@ -16,9 +16,9 @@ import httpx
 import pytest
 from server_util import running_server
 
-from llmchat.gguf import open_gguf
-from llmchat.textstream import TextStream
-from llmchat.tokenizer import Tokenizer
+from llmchat.gguf.file import open_gguf
+from llmchat.chat.textstream import TextStream
+from llmchat.tokenizer.tokenizer import Tokenizer
 
 pytestmark = pytest.mark.model
 

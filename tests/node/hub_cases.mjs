@@ -1,5 +1,5 @@
 // Runs web/hub.js under Node on the shared reference cases and on live resolutions; prints the answers as JSON.
-// Usage: node hub_cases.mjs CASES.json ENDPOINT MODEL...   (tests/test_web_hub.py compares them)
+// Usage: node hub_cases.mjs CASES.json ENDPOINT MODEL...   (tests/unit/test_web_hub.py compares them)
 import { readFileSync } from "node:fs";
 import { chooseHubFiles, hubFileURL, parseHubRef, resolveModelURL } from "../../web/hub.js";
 

@@ -1,4 +1,4 @@
-// Unit tests of web/markdown.js's parser under Node (tests/test_web_markdown.py runs this file).
+// Unit tests of web/markdown.js's parser under Node (tests/unit/test_web_markdown.py runs this file).
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { parseBlocks, parseInline, safeURL } from "../../web/markdown.js";

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from llmchat.catalogue import CatalogueEntry
+from llmchat.hub.catalogue import CatalogueEntry
 from llmchat.errors import LLMChatError, ModelTooLargeError
-from llmchat.gguf import open_gguf
+from llmchat.gguf.file import open_gguf
 from llmchat.gpu.device import AdapterInfo
-from llmchat.memory import plan_memory
+from llmchat.runtime.memory import plan_memory
 
 from .store import ModelStore, human
 

@@ -15,9 +15,9 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from llmchat.catalogue import CatalogueEntry
+from llmchat.hub.catalogue import CatalogueEntry
 from llmchat.errors import SourceError
-from llmchat.sources import HTTPSource
+from llmchat.gguf.sources import HTTPSource
 
 from .errors import ChecksumMismatchError, DownloadInterruptedError, StorageFullError
 from .store import ModelStore, human

@@ -7,8 +7,8 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from llmchat.catalogue import CATALOGUE, CatalogueEntry
-from llmchat.hub_ref import file_url, hub_endpoint, named_files, parse_reference
+from llmchat.hub.catalogue import CATALOGUE, CatalogueEntry
+from llmchat.hub.refs import file_url, hub_endpoint, named_files, parse_reference
 
 from .errors import NoSourceError
 

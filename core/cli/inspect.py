@@ -1,0 +1,152 @@
+"""`llmchat inspect MODEL [--json]`: what a GGUF file holds, read from its header alone.
+
+Text mode is for people: long arrays and strings are shortened to their first items and a length. `--json` is for
+programs: one object with every metadata value in full.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import struct
+import sys
+from typing import TextIO
+
+from ..errors import LLMChatError
+from ..gguf.file import GGUFFile, GGUFValueType, open_gguf
+from ..gguf.header import MetadataType
+from ..gpu.profiles import Profile
+from ..runtime.memory import DEFAULT_ADAPTER, DEFAULT_CONTEXT, default_plan
+
+ARRAY_PREVIEW = 5  # items shown of a long array
+STRING_PREVIEW = 60  # characters shown of a long string
+
+
+def inspect_main(args: argparse.Namespace) -> int:
+    """Print the summary of `args.model` (a path or URL) as text, or as JSON when `args.json` is set."""
+    with open_gguf(args.model) as model:
+        if getattr(args, "json", False):
+            json.dump(summary(model, getattr(args, "profile", None)), sys.stdout)
+            sys.stdout.write("\n")
+        else:
+            print_text(model, sys.stdout, getattr(args, "profile", None))
+    return 0
+
+
+def summary(model: GGUFFile, profile: Profile | None = None) -> dict[str, object]:
+    """The JSON form: full metadata, and the tensor table (with each tensor's shard for split models)."""
+    split = len(model.sources) > 1
+    tensors = []
+    for t in model.tensors.values():
+        entry: dict[str, object] = {"name": t.name, "type": t.type.name, "shape": list(t.shape),
+                                    "offset": t.offset, "nbytes": t.nbytes}
+        if split:
+            entry["shard"] = t.shard
+        tensors.append(entry)
+    return {"version": model.version, "alignment": model.alignment,
+            "metadata": {key: _jsonable(value) for key, value in model.metadata.items()}, "tensors": tensors,
+            "plan": run_plan(model, profile)}
+
+
+def run_plan(model: GGUFFile, profile: Profile | None = None) -> dict:
+    """What this version needs to run the model (llmchat.runtime.memory) on a device of `profile`, or why it cannot."""
+    where = {"profile": profile.name, "gpu_budget": profile.gpu_budget} if profile else {}
+    try:
+        return {**default_plan(model, profile).as_dict(), **where}
+    except LLMChatError as exc:
+        return {"error": str(exc), **where,
+                **({"largest_context": exc.largest_context} if getattr(exc, "largest_context", None) is not None
+                   else {})}
+
+
+def _jsonable(value: object) -> object:
+    # JSON has no NaN or infinity; spell them as strings rather than emit text strict parsers reject.
+    # (Strings that kept non-UTF-8 bytes as lone surrogates come out as \udcXX escapes.)
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, list):
+        return [_jsonable(v) for v in value]
+    return value
+
+
+def print_text(model: GGUFFile, out: TextIO, profile: Profile | None = None) -> None:
+    n_params = sum(t.n_elements for t in model.tensors.values())
+    n_bytes = sum(t.nbytes for t in model.tensors.values())
+    if len(model.sources) == 1:
+        out.write(f"{model.name}\n")
+    else:  # numbered as in the shard file names, and in the shard column below
+        for number, source in enumerate(model.sources, 1):
+            out.write(f"shard {number}: {source.name}\n")
+    out.write(f"GGUF v{model.version}, alignment {model.alignment}, {len(model.metadata)} metadata keys, "
+              f"{len(model.tensors)} tensors, {n_params:,} parameters, {n_bytes / 2**20:.1f} MiB of tensor data"
+              f"{f' in {len(model.sources)} shards' if len(model.sources) > 1 else ''}\n")
+
+    out.write("\nmetadata:\n")
+    key_width = max((len(k) for k in model.metadata), default=0)
+    for key, value in model.metadata.items():
+        type_label = _type_label(model.metadata_types[key])
+        out.write(f"  {key:<{key_width}}  {type_label:<9}  {_render(value, model.metadata_types[key])}\n")
+
+    out.write("\ntensors:\n")
+    split = len(model.sources) > 1
+    rows = [("#", "name", "type", "shape", "offset", "bytes") + (("shard",) if split else ())]
+    for i, t in enumerate(model.tensors.values()):
+        rows.append((str(i), t.name, t.type.name, "[" + ", ".join(map(str, t.shape)) + "]", str(t.offset),
+                     str(t.nbytes)) + ((str(t.shard + 1),) if split else ()))
+    widths = [max(len(row[c]) for row in rows) for c in range(len(rows[0]))]
+    numeric = {0, 4, 5, 6}  # right-aligned columns
+    for row in rows:
+        cells = [cell.rjust(width) if column in numeric else cell.ljust(width)
+                 for column, (cell, width) in enumerate(zip(row, widths, strict=True))]
+        out.write("  " + "  ".join(cells).rstrip() + "\n")
+
+    plan = run_plan(model, profile)
+    device = (f"the '{profile.name}' device profile, {profile.gpu_budget / 2**20:.0f} MiB GPU memory budget"
+              if profile else DEFAULT_ADAPTER.name)
+    out.write(f"\nto run ({device}, {DEFAULT_CONTEXT}-token context):\n")
+    if "error" in plan:
+        out.write(f"  cannot: {plan['error']}\n")
+    else:
+        mib = {k: f"{plan[k] / 2**20:.1f} MiB" for k in ("weights", "kv_cache", "activations", "total")}
+        out.write(f"  {mib['total']}: weights {mib['weights']}, KV cache {mib['kv_cache']} ({plan['kv_type']}), activations "
+                  f"{mib['activations']}\n  matmul kernels (type/layout): {', '.join(plan['kernels'])}\n")
+
+
+def _type_label(types: MetadataType) -> str:
+    if types[0] == GGUFValueType.ARRAY:
+        return f"[{types[1].name.lower()}]"
+    return types[0].name.lower()
+
+
+def _render(value: object, types: MetadataType | None = None) -> str:
+    """One line for a metadata value; float32 values print as the shortest text that reads back the same."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return _quote(value)
+    if isinstance(value, float):
+        return _float32_text(value) if types and GGUFValueType.FLOAT32 in types else repr(value)
+    if isinstance(value, list):
+        item_types = types[1:] if types and len(types) > 1 else None  # unknown inside nested arrays
+        shown = ", ".join(_render(v, item_types) for v in value[:ARRAY_PREVIEW])
+        if len(value) > ARRAY_PREVIEW:
+            return f"[{shown}, ...] ({len(value)} items)"
+        return f"[{shown}]"
+    return str(value)
+
+
+def _quote(text: str) -> str:
+    shown = json.dumps(text[:STRING_PREVIEW], ensure_ascii=False)  # quotes, and escapes controls and newlines
+    # Bytes that were not UTF-8 were kept as lone surrogates: show them as \xNN rather than fail to print them.
+    shown = shown.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    return shown if len(text) <= STRING_PREVIEW else f"{shown}... ({len(text)} chars)"
+
+
+def _float32_text(value: float) -> str:
+    if not math.isfinite(value):
+        return repr(value)
+    for digits in range(6, 10):  # 9 significant digits always identify a float32
+        text = f"{value:.{digits}g}"
+        if struct.pack("<f", float(text)) == struct.pack("<f", value):
+            return text
+    return repr(value)

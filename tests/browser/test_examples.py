@@ -1,0 +1,115 @@
+"""Every example in examples/ runs as its README says, so none goes stale.
+
+The pages are served by a real `llmchat serve smollm2 --pages examples` (the page author's setup) and run in
+headless Chromium (WebGPU on SwiftShader: replies are a few tokens long); the scripts run as subprocesses, the
+openai one against that same server.
+"""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from server_util import running_server
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples"
+SCRIPT_TIMEOUT_S = 300
+
+
+@pytest.fixture(scope="module")
+def served(smollm2_path, tmp_path_factory):
+    log = tmp_path_factory.mktemp("serve") / "serve.log"
+    with running_server("smollm2", ["--pages", str(EXAMPLES), "--ctx", "512", "--log-level", "info"],
+                        log=log) as base:
+        yield base, log
+
+
+def _run(*args: str) -> str:
+    done = subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=SCRIPT_TIMEOUT_S,
+                          cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
+
+
+def test_every_example_is_linked_from_the_readmes():
+    listed = (EXAMPLES / "README.md").read_text()
+    files = sorted(p.name for p in EXAMPLES.iterdir() if p.suffix in (".html", ".py"))
+    assert len(files) == 5 and all(name in listed for name in files), files
+    assert "examples/" in (ROOT / "README.md").read_text()
+
+
+def test_python_api_example_streams_two_turns(smollm2_path):
+    out = _run("examples/python_api.py", str(smollm2_path), "-n", "6")
+    lines = out.splitlines()
+    assert lines[0] == "> What is the capital of France?" and "> And of Italy?" in lines
+    replies = [line for line in lines if line and not line.startswith((">", "["))]
+    assert len(replies) == 2 and all(r.strip() for r in replies), out
+    assert sum(line.startswith("[") and "tokens]" in line for line in lines) == 2
+
+
+def test_openai_client_example_against_llmchat_serve(served):
+    base, _ = served
+    out = _run("examples/openai_client.py", "--base-url", f"{base}/v1", "-n", "6")
+    # The replies are sampled (the server's default temperature is OpenAI's 1.0), so they may hold line breaks.
+    streamed, _, rest = out.rstrip("\n").partition("\nsmollm2 (whole): ")
+    whole, _, usage = rest.rpartition("\n")
+    assert streamed.startswith("smollm2 (streamed): ") and len(streamed) > len("smollm2 (streamed): "), out
+    assert whole and usage.startswith("[") and usage.endswith("tokens]"), out
+
+
+READY = "!document.querySelector('llm-chat').shadowRoot.querySelector('textarea').disabled"
+
+
+def _element_ready(page, max_tokens: int) -> str:
+    """Waits until the page's <llm-chat> takes input; returns its status line."""
+    page.eval_on_selector("llm-chat", f"el => el.setAttribute('max-tokens', '{max_tokens}')")
+    page.wait_for_function(READY)
+    return page.locator("llm-chat .status").inner_text()
+
+
+def _element_reply(page, text: str) -> str:
+    """Sends `text` through the element and returns the reply once it has ended."""
+    page.locator("llm-chat textarea").fill(text)
+    page.locator("llm-chat button.send").click()
+    page.wait_for_function("document.querySelector('llm-chat').shadowRoot.querySelector('.assistant')?.textContent"
+                           f" && {READY}")
+    return page.locator("llm-chat .assistant").inner_text().strip()
+
+
+def test_chat_element_page_answers_in_the_browser(served, page):
+    base, _ = served
+    page.goto(f"{base}/pages/chat-element.html")
+    assert "Ready: " in _element_ready(page, max_tokens=3)
+    assert _element_reply(page, "Capital of France?")
+
+
+def test_js_api_page_streams_and_stops(served, page):
+    base, log = served
+    page.goto(f"{base}/pages/js-api.html?max_tokens=200")
+    page.wait_for_function("document.getElementById('status').textContent.startsWith('Ready')")
+    page.fill("#input", "Write a long story about a dragon.")
+    page.click("#send")
+    # Streaming: text shows up before the reply is over, and Stop ends it early.
+    page.wait_for_function("document.querySelector('.assistant').textContent.trim().length > 0")
+    assert page.is_enabled("#stop")
+    page.click("#stop")
+    page.wait_for_function("/^(Done|Stopped|Error)/.test(document.getElementById('status').textContent)")
+    assert page.inner_text("#status") == "Stopped"
+    assert page.is_disabled("#stop") and page.is_enabled("#send")
+    assert page.locator(".user").inner_text() == "Write a long story about a dragon."
+
+
+def test_server_fallback_page_answers_through_the_server(served, page):
+    """SwiftShader is a software adapter, so mode="auto" with an endpoint goes to the server: the reply comes
+    from llmchat serve's /v1 (the model never downloads into the page)."""
+    base, _ = served
+    requests = []
+    page.on("request", lambda r: requests.append((r.method, r.url)))
+    page.goto(f"{base}/pages/server-fallback.html")
+    assert "software" in _element_ready(page, max_tokens=4)
+    assert _element_reply(page, "Capital of France?")
+    assert ("POST", f"{base}/v1/chat/completions") in requests
+    assert not [url for _, url in requests if "/models/" in url or "/dist/" in url]

@@ -1,0 +1,174 @@
+"""The engine commands of the CLI (run, chat, logits, perplexity, bench), each run for real in a subprocess on
+the SmolLM2 test model and checked against llama.cpp's numbers where there are some."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from cli_util import llmchat, ok, one_line_error
+from test_cli import GOLDEN
+
+pytestmark = pytest.mark.model
+
+PROMPT = GOLDEN["prompts"][0]  # "The capital of France is"
+# Counting from 1 to 7: no near-ties in its first 16 greedy tokens (on prompt 0 llama.cpp's 8-bit activations flip
+# a 0.2-logit tie at token 6, which tests/model/test_golden.py allows for).
+COUNTING = GOLDEN["prompts"][4]
+
+
+@pytest.fixture(scope="module")
+def model(smollm2_path):
+    return str(smollm2_path)
+
+
+def test_run_json_is_greedy_and_matches_llama_cpp(model):
+    out = json.loads(ok(llmchat("run", model, "-p", COUNTING["text"], "-n", "8", "--json")))
+    assert out["prompt_ids"] == COUNTING["ids"]
+    assert out["ids"] == COUNTING["greedy_ids"][:8]
+    assert out["text"] == COUNTING["greedy_text"][:len(out["text"])]
+    assert set(out["timings"]) >= {"load_s", "prefill_tok_s", "decode_tok_s", "host_ms_per_token"}
+    assert out["adapter"]["name"] and out["finish_reason"] == "length"
+
+
+def test_run_streams_text_and_honours_stop(model):
+    out = ok(llmchat("run", model, "-p", PROMPT["text"], "-n", "16", "--stop", "."))
+    assert out == " Paris\n"  # the greedy text is " Paris.\n\n..." and stops before the "."
+
+
+def test_seeded_sampling_repeats(model):
+    args = ("run", model, "-p", "Once upon a time", "-n", "6", "--temp", "1.0", "--top-k", "40", "--seed", "7", "--json")
+    first, second = (json.loads(ok(llmchat(*args)))["ids"] for _ in range(2))
+    assert first == second
+
+
+def test_logits_top_matches_llama_cpp(model):
+    out = json.loads(ok(llmchat("logits", model, "-p", PROMPT["text"], "--top", "5", "--json")))
+    assert out["ids"] == PROMPT["ids"]
+    assert out["top"][0][0] == PROMPT["top_ids"][0]
+    assert abs(out["top"][0][1] - PROMPT["top_logits"][0]) < 0.5
+
+
+def test_perplexity_json(model, tmp_path):
+    text = tmp_path / "t.txt"
+    text.write_text("The quick brown fox jumps over the lazy dog. " * 6)
+    out = json.loads(ok(llmchat("perplexity", model, "--file", str(text), "--window", "32", "--json")))
+    assert out["tokens"] > 0 and 1.0 < out["ppl"] < 50 and out["mean_nll"] > 0
+
+
+def test_bench_json(model):
+    out = json.loads(ok(llmchat("bench", model, "-n", "4", "--repeat", "1", "--json")))
+    assert out["generated"] == 4 and out["prompt_tokens"] == 33
+    assert out["decode_tok_s"] > 0 and out["prefill_tok_s"] > 0 and out["dispatches_per_token"] > 0
+
+
+def test_weights_from_textures_or_buffers_give_the_same_tokens(model):
+    """CPU emulators read split-layout weights from textures (variants.weight_textures); bench's JSON says where
+    the weights were read from, LLMCHAT_WEIGHT_TEXTURES=0 keeps them in buffers, and both give the same tokens."""
+    bench = json.loads(ok(llmchat("bench", model, "-n", "2", "--repeat", "1", "--json")))
+    adapter = bench["adapter"]
+    textures = adapter["software"] and adapter["backend"].startswith("wgpu-native")
+    assert set(bench["weights_read_from"]) == ({"texture"} if textures else {"buffer"}), bench["weights_read_from"]
+    off = {"LLMCHAT_WEIGHT_TEXTURES": "0"}
+    assert set(json.loads(ok(llmchat("bench", model, "-n", "2", "--repeat", "1", "--json", env=off)))
+               ["weights_read_from"]) == {"buffer"}
+    run = ("run", model, "-p", "List three fruits:", "-n", "24", "--json")
+    assert json.loads(ok(llmchat(*run)))["ids"] == json.loads(ok(llmchat(*run, env=off)))["ids"]
+
+
+def test_chat_answers_and_ctrl_c_stops_a_reply(model):
+    proc = subprocess.Popen([sys.executable, "-m", "llmchat", "chat", model, "-n", "400"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ))
+    proc.stdin.write("Tell me a very long story about a dragon.\n")
+    proc.stdin.flush()
+    proc.stdout.read(3)  # "> " prompt and the first streamed character: a reply is under way
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)  # closes stdin: Ctrl-D leaves
+    assert proc.returncode == 0, err
+    assert "[stopped]" in out
+    assert "chat template: tokenizer.chat_template from the model file" in err  # it says which template it uses
+
+
+def test_bad_sampling_is_refused_before_loading(model):
+    started = time.perf_counter()
+    err = one_line_error(llmchat("run", model, "-p", "x", "--top-p", "3"))
+    assert "top_p" in err and time.perf_counter() - started < 20
+
+
+def test_context_overflow_is_an_error_not_a_truncation(model):
+    result = llmchat("run", model, "-p", "word " * 40, "-n", "8", "--ctx", "32")
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stdout == ""
+    # After the notice that the adapter is a CPU emulation, one error line with the numbers.
+    assert result.stderr.strip().splitlines()[-1] == (
+        "llmchat: error: the prompt has 41 tokens and 8 more were asked for; the context holds 32 "
+        "(nothing was truncated)")
+
+
+def test_run_and_chat_hold_the_reply_to_a_json_schema_or_a_grammar(model, tmp_path):
+    schema = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 20},
+                                               "founded": {"type": "integer", "minimum": 0, "maximum": 2100}},
+              "required": ["city", "founded"], "additionalProperties": False}
+    (tmp_path / "city.json").write_text(json.dumps(schema))
+    out = json.loads(ok(llmchat("run", model, "-p", "Paris as JSON:", "-n", "60", "--json",
+                                "--json-schema", str(tmp_path / "city.json"))))
+    assert out["finish_reason"] == "stop", out
+    reply = json.loads(out["text"])
+    assert set(reply) == {"city", "founded"} and 0 <= reply["founded"] <= 2100
+    (tmp_path / "yesno.gbnf").write_text('root ::= ("yes" | "no") "!"\n')
+    out = ok(llmchat("chat", model, "--grammar", str(tmp_path / "yesno.gbnf"), stdin="Is Paris in France?\n"))
+    assert out.strip().splitlines()[0].removeprefix("> ") in ("yes!", "no!")
+
+
+@pytest.mark.parametrize(("args", "words"), [
+    (["--json-schema", "/nonexistent/schema.json"], "cannot read"),
+    (["--json-schema", "BAD"], "is not JSON"),
+    (["--json-schema", "UNSUPPORTED"], "multipleOf"),
+    (["--grammar", "UNDEFINED"], "undefined rule"),
+])
+def test_bad_schemas_and_grammars_are_one_line_errors(model, tmp_path, args, words):
+    files = {"BAD": "{not json", "UNSUPPORTED": '{"type": "integer", "multipleOf": 2}', "UNDEFINED": "root ::= nope"}
+    if args[1] in files:
+        path = tmp_path / "file"
+        path.write_text(files[args[1]])
+        args = [args[0], str(path)]
+    started = time.perf_counter()
+    err = llmchat("run", model, "-p", "x", *args)
+    assert words in one_line_error(err) if args[0] == "--json-schema" else words in err.stderr.splitlines()[-1]
+    assert err.returncode == 2 and "Traceback" not in err.stderr
+    if args[0] == "--json-schema":
+        assert time.perf_counter() - started < 20  # refused before the model loads
+
+
+def test_profile_phone_end_to_end(model):
+    """--profile phone on lavapipe: the same greedy tokens, and bench's JSON names the profile and its adapter."""
+    out = json.loads(ok(llmchat("run", model, "-p", COUNTING["text"], "-n", "8", "--json", "--profile", "phone")))
+    assert out["ids"] == COUNTING["greedy_ids"][:8]
+    assert out["adapter"]["profile"] == "phone" and not out["adapter"]["subgroups"] and not out["adapter"]["f16"]
+    bench = json.loads(ok(llmchat("bench", model, "-n", "4", "--repeat", "1", "--json", "--profile", "phone")))
+    assert bench["profile"] == "phone" and bench["adapter"]["gpu_budget"] == 1 << 30
+    assert bench["adapter"]["max_binding_size"] == 128 << 20 and bench["decode_tok_s"] > 0
+
+
+def test_profile_errors_are_one_line(model):
+    line = one_line_error(llmchat("run", model, "-p", "x", "--profile", "toaster"))
+    assert "unknown device profile 'toaster'; known profiles: phone, iphone, iphone-safari, adreno, mali" in line
+    line = one_line_error(llmchat("run", model, "-p", "x", "--profile", "phone,gpu_budget=110MiB"))
+    assert "'phone' device profile" in line and "110.0 MiB GPU memory budget" in line
+    assert "the largest context that fits is" in line
+    # The environment names the default profile.
+    line = one_line_error(llmchat("bench", model, "-n", "1", env={"LLMCHAT_PROFILE": "phone,gpu_budget=64MiB"}))
+    assert "no context fits, however small" in line
+
+
+def test_inspect_reports_what_fits_under_a_profile_without_a_gpu(model):
+    plan = json.loads(ok(llmchat("inspect", model, "--json", "--profile", "phone,gpu_budget=110MiB")))["plan"]
+    assert plan["profile"] == "phone" and plan["gpu_budget"] == 110 << 20 and plan["largest_context"] > 0
+    assert "largest context that fits" in plan["error"]
+    text = ok(llmchat("inspect", model, "--profile", "phone"))
+    assert "the 'phone' device profile, 1024 MiB GPU memory budget" in text
