@@ -28,7 +28,7 @@ from ..errors import InvalidRequestError, LLMChatError
 from .generation import FinishEvent, GenerationRequest, TokenEvent
 from ..gpu.kvlayout import BLOCK_TOKENS
 from ..tokenizer.tokenizer import Tokenizer
-from ..server.metrics import Metrics
+from .metrics import Metrics
 from .prefix_cache import PrefixCache
 
 log = logging.getLogger("llmchat.server")

@@ -16,7 +16,7 @@ from .app import ServerOptions, create_app, runtime_missing
 from .completions import ModelInfo
 from .connections import FLUSH_MARGIN_S, GracefulServer, header_timeout_protocol
 from .guard import DEFAULT_MAX_BODY, HostPolicy
-from .metrics import Metrics
+from ..runtime.metrics import Metrics
 from ..runtime.scheduler import Scheduler
 from ..chat.structured import structured_constraint
 

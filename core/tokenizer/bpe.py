@@ -3,9 +3,9 @@
 Both loops follow llama.cpp exactly, because "the same ids as llama.cpp" is the contract: repeatedly merge one
 adjacent pair of symbols, chosen by priority, ties going to the leftmost pair, until no mergeable pair is left.
 
-- `merge_by_rank` (tokenizer.ggml.model = "gpt2"): a pair is mergeable when it is listed in tokenizer.ggml.merges;
-  the earliest listed pair wins. Only the chosen pair is merged per step (not every occurrence of it), which
-  matters for merge lists that are not in training order.
+- `merge_by_rank` (tokenizer.ggml.model = "gpt2", "gemma4"): a pair is mergeable when it is listed in
+  tokenizer.ggml.merges; the earliest listed pair wins. Only the chosen pair is merged per step (not every
+  occurrence of it), which matters for merge lists that are not in training order.
 - `merge_by_score` (tokenizer.ggml.model = "llama", SentencePiece BPE): a pair is mergeable when its
   concatenation is a token of the vocabulary; the pair making the highest-scoring token wins.
 
@@ -84,6 +84,15 @@ def _merge(symbols: list[str], priority: Callable[[str, str], float | int | None
             if p is not None:
                 heapq.heappush(heap, (p, h, symbols[h], merged))
     return [s for s in symbols if s]
+
+
+def merge_ranks(merges: list[str]) -> dict[str, int]:
+    """Merge line -> rank, the first occurrence winning.
+
+    Keyed by the line itself and looked up as `left + " " + right`: symbols never contain a space (byte-level
+    spelling, or ▁-escaped text), so that finds exactly the pairs llama.cpp finds by splitting each line at its
+    first space after the first character, without splitting 50k-500k lines at load time."""
+    return dict(zip(reversed(merges), range(len(merges) - 1, -1, -1)))
 
 
 def merge_by_rank(symbols: list[str], ranks: Mapping[str, int]) -> list[str]:

@@ -6,8 +6,9 @@ Encoding a piece of text:
 1. Normalise its UTF-8 bytes left to right. At each point the longest match wins among: a prefix of some
    USER_DEFINED token's text (llama.cpp matches prefixes of those texts, not only whole ones, and so do we), else
    the longest input prefix that the SentencePiece `precompiled_charsmap` maps to a replacement, else the code
-   point itself. Spaces in the result become "▁"; with `remove_extra_whitespaces` runs of spaces collapse and
-   every word gets one "▁" in front, else one "▁" goes in front of the text when `add_space_prefix` says so.
+   point itself. Spaces in the result become "▁"; with `tokenizer.ggml.remove_extra_whitespaces` runs of spaces
+   collapse and every word gets one "▁" in front, else one "▁" goes in front of the text when
+   `tokenizer.ggml.add_space_prefix` says so (and decoding takes it off again).
 2. Viterbi over the normalised bytes: every vocabulary token (NORMAL, USER_DEFINED and UNUSED ones; USER_DEFINED
    scored 0, the others by their log-probability score) that matches at a code point boundary competes for the
    best total score at the position it reaches; a code point no single token covers may also be taken as the
@@ -20,10 +21,13 @@ over input bytes whose leaves index the NUL-terminated replacement strings that 
 from __future__ import annotations
 
 import struct
+from collections.abc import Mapping
 
 from ..errors import TokenizerError
+from .model import SPACE_MARK, TokenizerModel, field, flag
+from .vocabulary import Attr, Vocabulary
 
-_SPACE_MARK = "\u2581".encode("utf-8")
+_SPACE_MARK = SPACE_MARK.encode("utf-8")
 _UNKNOWN_PENALTY = 10.0
 _UTF8_LENGTH = (1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 4)  # by the first byte's high nibble
 
@@ -76,26 +80,29 @@ class CharsMap:
         return matched, self._replacements[value:end]
 
 
-class Unigram:
+class Unigram(TokenizerModel):
     """The normaliser and Viterbi search of the module docstring for one vocabulary."""
 
-    def __init__(self, tokens: list[str], scores: list[float], *, normal: list[bool], user_defined: list[bool],
-                 unused: list[bool], unk_id: int | None, charsmap: bytes | None, add_space_prefix: bool,
-                 remove_extra_whitespaces: bool, escape_whitespaces: bool = True):
+    special_defaults = {"eos": 1, "unk": 2, "pad": 0}  # T5's ids, llama.cpp's defaults
+    eos_by_default = True
+
+    def __init__(self, vocabulary: Vocabulary, metadata: Mapping[str, object], pre: str) -> None:
+        self.add_space_prefix = bool(flag(metadata, "add_space_prefix"))
+        self._collapse_spaces = bool(flag(metadata, "remove_extra_whitespaces"))
+        blob = field(metadata, "precompiled_charsmap")  # a list of (possibly signed) bytes
+        self._charsmap = CharsMap(bytes(v & 0xFF for v in blob)) if isinstance(blob, list) and blob else None
+        tokens, scores, attrs = vocabulary.tokens, vocabulary.scores, vocabulary.attrs
         self._scores: dict[bytes, tuple[int, float]] = {}
-        low = min((s for s, n in zip(scores, normal) if n), default=0.0)
+        low = min((s for s, a in zip(scores, attrs) if a & Attr.NORMAL), default=0.0)
         for tid, text in enumerate(tokens):
-            if normal[tid] or user_defined[tid] or unused[tid]:
-                self._scores[text.encode("utf-8")] = (tid, 0.0 if user_defined[tid] else float(scores[tid]))
+            if attrs[tid] & (Attr.NORMAL | Attr.USER_DEFINED | Attr.UNUSED):
+                score = 0.0 if attrs[tid] & Attr.USER_DEFINED else scores[tid]
+                self._scores[text.encode("utf-8")] = (tid, score)
         self._longest = max(map(len, self._scores), default=1)
         self._unknown_score = low - _UNKNOWN_PENALTY
-        self._unk_id = unk_id
-        self._user_prefixes = {t.encode("utf-8")[:n] for t, u in zip(tokens, user_defined) if u
+        self._unk_id = vocabulary.unk_id
+        self._user_prefixes = {t.encode("utf-8")[:n] for t, a in zip(tokens, attrs) if a & Attr.USER_DEFINED
                                for n in range(1, len(t.encode("utf-8")) + 1)}
-        self._charsmap = CharsMap(charsmap) if charsmap else None
-        self._space = _SPACE_MARK if escape_whitespaces else b" "
-        self._prepend = add_space_prefix
-        self._merge = remove_extra_whitespaces
 
     def _normalized_prefix(self, data: bytes, start: int) -> tuple[int, bytes]:
         n = 0
@@ -110,7 +117,7 @@ class Unigram:
         n = min(_UTF8_LENGTH[data[start] >> 4], len(data) - start)  # the text is valid UTF-8
         return n, data[start:start + n]
 
-    def normalize(self, text: str) -> bytes:
+    def _normalize(self, text: str) -> bytes:
         data, out = text.encode("utf-8"), bytearray()
         prepended = in_word = False
         start = 0
@@ -120,22 +127,22 @@ class Unigram:
                 if c != 0x20:
                     if not in_word:
                         in_word = True
-                        if (self._prepend and not prepended) or self._merge:
-                            out += self._space
+                        if (self.add_space_prefix and not prepended) or self._collapse_spaces:
+                            out += _SPACE_MARK
                             prepended = True
                     out.append(c)
                 else:
                     in_word = False
-                    if not self._merge:
-                        out += self._space
+                    if not self._collapse_spaces:
+                        out += _SPACE_MARK
             start += used
         return bytes(out)
 
-    def encode(self, text: str) -> list[int]:
-        data = self.normalize(text)
+    def encode(self, text: str, out: list[int]) -> None:
+        data = self._normalize(text)
         n = len(data)
         if not n:
-            return []
+            return
         unk = -1 if self._unk_id is None else self._unk_id
         # best[i]: (score of the best cut of data[:i], its last token, where that token starts)
         best: list[tuple[float, int, int]] = [(-float("inf"), unk, 0)] * (n + 1)
@@ -169,5 +176,7 @@ class Unigram:
             if begin == 0:
                 break
             previous_unknown, at = unknown, begin
-        ids.reverse()
-        return [tid for tid in ids if tid >= 0]
+        out.extend(tid for tid in reversed(ids) if tid >= 0)
+
+    def __repr__(self) -> str:
+        return "SentencePiece unigram"

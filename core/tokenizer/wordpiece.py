@@ -1,4 +1,4 @@
-"""WordPiece (BERT-style) tokenization, as llama.cpp runs it for `tokenizer.ggml.model` "bert".
+"""WordPiece (BERT-style embedding models), as llama.cpp runs it for `tokenizer.ggml.model` "bert".
 
 GGUF stores a WordPiece vocabulary with word-initial pieces spelled "▁piece" and continuation pieces bare (the
 converter turns BERT's "##piece" into "piece" and "piece" into "▁piece"). Encoding a text:
@@ -10,17 +10,19 @@ converter turns BERT's "##piece" into "piece" and "piece" into "▁piece"). Enco
 2. Each word, spelled "▁" + word, is cut greedily from the left into the longest pieces in the vocabulary,
    comparing UTF-8 bytes as llama.cpp does. A word that cannot be cut completely becomes one unknown token.
 
-The normaliser's tables come from unicode_classes (generated from Unicode 15.1, as llama.cpp's are), so the
+`lowercase` is `tokenizer.ggml.normalizer.lowercase` (default on), `strip_accents` is
+`tokenizer.ggml.normalizer.strip_accents` (default: as `lowercase`). The normaliser's tables come from unicode_classes (generated from Unicode 15.1, as llama.cpp's are), so the
 result does not depend on the running Python's unicodedata.
 """
 from __future__ import annotations
 
 import bisect
 import functools
+from collections.abc import Mapping
 
 from . import unicode_classes as uc
-
-_SPACE_MARK = "\u2581"
+from .model import SPACE_MARK, TokenizerModel, cached, flag
+from .vocabulary import Vocabulary
 
 # CJK ideograph blocks that BERT's basic tokenizer treats as words of their own (its ranges, which leave out
 # 0x2B820-0x2B91F the way the reference implementation does).
@@ -87,16 +89,32 @@ def split_words(text: str, *, lowercase: bool, strip_accents: bool) -> list[str]
     return words
 
 
-class WordPiece:
-    """Greedy longest-match of words against a vocabulary (step 2 of the module docstring)."""
+class WordPiece(TokenizerModel):
+    """Greedy longest-match of normalised words against the vocabulary. As in llama.cpp, BOS frames the text as
+    [CLS] ... [SEP]: `encode(add_bos=True)` appends the separator token too."""
 
-    def __init__(self, tokens: list[str], unk_id: int | None):
-        self._ids = {t.encode("utf-8"): i for i, t in enumerate(tokens)}  # a repeated text keeps its last id
+    special_defaults = {"bos": 101, "unk": 100, "pad": 0, "sep": 102}  # BERT's ids, llama.cpp's defaults
+    bos_by_default = True
+    separator_after_bos = True
+
+    def __init__(self, vocabulary: Vocabulary, metadata: Mapping[str, object], pre: str) -> None:
+        lowercase = flag(metadata, "normalizer.lowercase")
+        strip_accents = flag(metadata, "normalizer.strip_accents")
+        self._lowercase = True if lowercase is None else lowercase
+        self._strip_accents = self._lowercase if strip_accents is None else strip_accents
+        self._ids = {t.encode("utf-8"): i for i, t in enumerate(vocabulary.tokens)}  # a repeated text keeps its last id
         self._longest = max(len(t) for t in self._ids)
-        self._unk_id = unk_id
+        self._unk_id = vocabulary.unk_id
+        self._word_ids = cached(self._cut)
 
-    def word_ids(self, word: str) -> tuple[int, ...]:
-        spelled = (_SPACE_MARK + word).encode("utf-8")
+    def encode(self, text: str, out: list[int]) -> None:
+        word_ids = self._word_ids
+        for word in split_words(text, lowercase=self._lowercase, strip_accents=self._strip_accents):
+            out.extend(word_ids(word))
+
+    def _cut(self, word: str) -> tuple[int, ...]:
+        """Step 2 of the module docstring."""
+        spelled = (SPACE_MARK + word).encode("utf-8")
         n, ids, out, i = len(spelled), self._ids, [], 0
         while i < n:
             for j in range(min(n, i + self._longest), i, -1):
@@ -111,3 +129,6 @@ class WordPiece:
         if out:
             return tuple(out)
         return () if self._unk_id is None else (self._unk_id,)
+
+    def __repr__(self) -> str:
+        return "WordPiece"

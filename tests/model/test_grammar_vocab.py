@@ -7,7 +7,8 @@ import pytest
 
 from llmchat.gguf.file import open_gguf
 from llmchat.grammar import AllowedSet, Grammar, VocabIndex
-from llmchat.tokenizer.tokenizer import Tokenizer, TokenType
+from llmchat.tokenizer.tokenizer import Tokenizer
+from llmchat.tokenizer.vocabulary import TokenType
 
 JSONISH = r'''
 root   ::= object
@@ -59,9 +60,9 @@ def synthetic() -> Tokenizer:
               "\n", "▁▁", "ab", "abc", "€", "😀", "}}", "\"]", "1.5", "]}", "a\"", "▁true"]
     entries += [(p, TokenType.NORMAL) for p in pieces]
     tokens = [t for t, _ in entries]
-    return Tokenizer(model="llama", tokens=tokens, token_types=[int(k) for _, k in entries],
-                     scores=[0.0] * len(tokens), merges=[], pre="", special_ids={}, add_bos=None, add_eos=None,
-                     add_space_prefix=False)
+    return Tokenizer.from_metadata({"tokenizer.ggml.model": "llama", "tokenizer.ggml.tokens": tokens,
+                                    "tokenizer.ggml.token_type": [int(k) for _, k in entries],
+                                    "tokenizer.ggml.add_space_prefix": False})
 
 
 def test_synthetic_vocabulary_matches_brute_force() -> None:

@@ -10,7 +10,7 @@ import pytest
 from llmchat.gguf.file import open_gguf
 from llmchat.gpu.kvlayout import BLOCK_TOKENS
 from llmchat.runtime.kv_cache import KVCache
-from llmchat.server.metrics import Metrics
+from llmchat.runtime.metrics import Metrics
 from llmchat.runtime.prefix_cache import PrefixCache, common_prefix
 from llmchat.server.schemas import ChatCompletionRequest, CompletionRequest, unsupported_fields
 from llmchat.server.static import media_type, parse_ranges, safe_path

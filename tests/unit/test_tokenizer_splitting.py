@@ -92,7 +92,10 @@ def test_space_cutter_keeps_glued_spans_together() -> None:
 def test_glued_vocabulary_encodes_like_unsplit_merging() -> None:
     tok = Tokenizer.from_metadata(GLUED)
     text = "the keeper. The Z Z sea  e  Z"
-    whole = merge_by_score(list((" " + text).replace(" ", SPACE)), tok._ids, tok._scores)
+    tokens: list[str] = GLUED["tokenizer.ggml.tokens"]  # type: ignore[assignment]
+    scores: list[float] = GLUED["tokenizer.ggml.scores"]  # type: ignore[assignment]
+    ids = {t: i for i, t in enumerate(tokens)}
+    whole = merge_by_score(list((" " + text).replace(" ", SPACE)), ids, scores)
     assert [tok.token_text(i) for i in tok.encode(text)] == whole
 
 

@@ -1,4 +1,4 @@
-"""Server metrics in the Prometheus text format (version 0.0.4), written by hand: three metric kinds are all we
+"""Serving metrics in the Prometheus text format (version 0.0.4), written by hand: three metric kinds are all we
 need, and the client library would be one more dependency for a few dozen lines.
 
 Counters and histograms are updated from the scheduler thread and the event loop at once, so each metric holds a
