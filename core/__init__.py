@@ -4,8 +4,8 @@
     llm = load("smollm2")
 """
 from .errors import LLMChatError
+from .version import __version__
 
-__version__ = "0.1.0"
 __all__ = ["LLM", "LLMChatError", "load", "plan", "PROFILES", "__version__"]
 
 

@@ -6,8 +6,9 @@ uses the standard library alone and never imports it, and it needs numpy, which 
 `llmchat.errors.MissingDependencyError` saying so.
 
 Each format is a class registered under its GGML type id, with `type`, `block_elems`, `block_bytes`,
-`dequantize(blocks)` and, for the formats llama.cpp quantizes without a search, `quantize(values)`. Results
-match the `gguf` package bit for bit. The class docstrings give each block layout byte by byte.
+`f16_fields`, `dequantize(blocks)` and, for the formats llama.cpp quantizes without a search, `quantize(values)`.
+Results match the `gguf` package bit for bit. The class docstrings give each block layout byte by byte.
+`random_blocks` and `random_weights` make random tensors of any quantized type, encoder or not.
 
 ======  ===========  ===========  ============  =========
 type    block elems  block bytes  bits/weight   quantize
@@ -33,6 +34,7 @@ Use:
     fmt = get(GGMLType.Q4_1)                       # the class; UnsupportedModelError for other types
     w = dequantize(raw, GGMLType.Q4_1, (576, 1536))  # GGUF shape in, numpy (1536, 576) float32 out
     raw = quantize(w, GGMLType.Q4_1)               # uint8 (1536, 360)
+    raw = random_weights(rng, GGMLType.Q4_K, (576, 1536), spread=0.03)  # uint8 (576, 864): std ~0.03
 """
 try:
     import numpy  # noqa: F401  (checked here, once, so the error says what to install)
@@ -49,6 +51,7 @@ from .floats import BF16, F16, F32
 from .iquants import IQ4_NL, IQ4_XS
 from .kquants import Q2_K, Q3_K, Q4_K, Q5_K, Q6_K
 from .legacy import Q4_0, Q4_1, Q5_0, Q5_1, Q8_0
+from .synthetic import random_blocks, random_weights
 from .tensor import dequantize, quantize
 
 __all__ = [
@@ -71,5 +74,7 @@ __all__ = [
     "dequantize",
     "get",
     "quantize",
+    "random_blocks",
+    "random_weights",
     "supported_types",
 ]

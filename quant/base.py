@@ -1,8 +1,9 @@
 """The registry of GGUF block formats and the base class each format derives from.
 
-A format is a class, never instantiated: its class attributes say which GGML type it is and how big a block is
-(taken from `llmchat.gguf.types.BLOCK_LAYOUT`, the one table of block sizes), and its class methods convert whole
-arrays of blocks. Defining a subclass registers it under its type id.
+A format is a class, never instantiated: its class attributes say which GGML type it is, how big a block is
+(taken from `llmchat.gguf.types.BLOCK_LAYOUT`, the one table of block sizes, which the runtime's parser reads
+without numpy) and where its f16 fields are, and its class methods convert whole arrays of blocks. Defining a
+subclass registers it under its type id.
 """
 from __future__ import annotations
 
@@ -25,11 +26,16 @@ class BlockFormat:
     type: ClassVar[GGMLType]
     block_elems: ClassVar[int]
     block_bytes: ClassVar[int]
+    # Byte offsets of the f16 fields: a quantized block's scales and mins (its other bytes are quants and small
+    # integer sub-block scales, so its values are finite where these are, and linear in them together), or F16's
+    # element itself.
+    f16_fields: ClassVar[tuple[int, ...]]
 
-    def __init_subclass__(cls, *, ggml_type: GGMLType, **kwargs: object) -> None:
+    def __init_subclass__(cls, *, ggml_type: GGMLType, f16_fields: tuple[int, ...], **kwargs: object) -> None:
         super().__init_subclass__(**kwargs)
         cls.type = ggml_type
         cls.block_elems, cls.block_bytes = BLOCK_LAYOUT[ggml_type]
+        cls.f16_fields = f16_fields
         if ggml_type in _REGISTRY:
             raise TypeError(f"{cls.__name__}: a format for {ggml_type.name} is already registered")
         _REGISTRY[ggml_type] = cls

@@ -13,7 +13,7 @@ _U16 = np.dtype("<u2")
 _U32 = np.dtype("<u4")
 
 
-class F32(BlockFormat, ggml_type=GGMLType.F32):
+class F32(BlockFormat, ggml_type=GGMLType.F32, f16_fields=()):
     """IEEE binary32, 4 bytes little-endian per element. Decoding is a reinterpretation, so every bit pattern
     (NaN payloads, signed zeros) survives."""
 
@@ -26,7 +26,7 @@ class F32(BlockFormat, ggml_type=GGMLType.F32):
         return values.astype(_F32).view(np.uint8)
 
 
-class F16(BlockFormat, ggml_type=GGMLType.F16):
+class F16(BlockFormat, ggml_type=GGMLType.F16, f16_fields=(0,)):
     """IEEE binary16, 2 bytes little-endian per element; widened exactly to float32. Encoding rounds to nearest,
     ties to even; magnitudes beyond 65504 become infinity, as in llama.cpp."""
 
@@ -39,7 +39,7 @@ class F16(BlockFormat, ggml_type=GGMLType.F16):
         return values.astype(F16_DTYPE).view(np.uint8)
 
 
-class BF16(BlockFormat, ggml_type=GGMLType.BF16):
+class BF16(BlockFormat, ggml_type=GGMLType.BF16, f16_fields=()):
     """bfloat16, 2 bytes little-endian per element: the upper 16 bits of a float32 (sign, 8 exponent bits,
     7 mantissa bits). Decode: float32 bits = u16 << 16.
 

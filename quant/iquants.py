@@ -25,7 +25,7 @@ def _grid_values(qs: np.ndarray) -> np.ndarray:
     return GRID[indices]
 
 
-class IQ4_NL(BlockFormat, ggml_type=GGMLType.IQ4_NL):
+class IQ4_NL(BlockFormat, ggml_type=GGMLType.IQ4_NL, f16_fields=(0,)):
     """Non-linear 4-bit, 32 elements in 18 bytes (4.5 bits per weight).
 
     Layout:
@@ -42,7 +42,7 @@ class IQ4_NL(BlockFormat, ggml_type=GGMLType.IQ4_NL):
         return y
 
 
-class IQ4_XS(BlockFormat, ggml_type=GGMLType.IQ4_XS):
+class IQ4_XS(BlockFormat, ggml_type=GGMLType.IQ4_XS, f16_fields=(0,)):
     """Non-linear 4-bit, 256 elements in 136 bytes (4.25 bits per weight); 8 sub-blocks of 32 with 6-bit scales.
 
     Layout:

@@ -50,7 +50,7 @@ def _nibble_runs(qs: np.ndarray) -> np.ndarray:
     return split_nibbles(qs.reshape(n, 4, 32)).reshape(n, 8, 32)
 
 
-class Q2_K(BlockFormat, ggml_type=GGMLType.Q2_K):
+class Q2_K(BlockFormat, ggml_type=GGMLType.Q2_K, f16_fields=(80, 82)):
     """2-bit, 256 elements in 84 bytes (2.625 bits per weight); 16 sub-blocks of 16 with 4-bit scale and min.
 
     Layout:
@@ -77,7 +77,7 @@ class Q2_K(BlockFormat, ggml_type=GGMLType.Q2_K):
         return y.reshape(n, 256)
 
 
-class Q3_K(BlockFormat, ggml_type=GGMLType.Q3_K):
+class Q3_K(BlockFormat, ggml_type=GGMLType.Q3_K, f16_fields=(108,)):
     """3-bit, 256 elements in 110 bytes (3.4375 bits per weight); 16 sub-blocks of 16 with signed 6-bit scales.
 
     Layout:
@@ -108,7 +108,7 @@ class Q3_K(BlockFormat, ggml_type=GGMLType.Q3_K):
         return y.reshape(n, 256)
 
 
-class Q4_K(BlockFormat, ggml_type=GGMLType.Q4_K):
+class Q4_K(BlockFormat, ggml_type=GGMLType.Q4_K, f16_fields=(0, 2)):
     """4-bit, 256 elements in 144 bytes (4.5 bits per weight); 8 sub-blocks of 32 with 6-bit scale and min.
 
     Layout:
@@ -134,7 +134,7 @@ class Q4_K(BlockFormat, ggml_type=GGMLType.Q4_K):
         return y.reshape(n, 256)
 
 
-class Q5_K(BlockFormat, ggml_type=GGMLType.Q5_K):
+class Q5_K(BlockFormat, ggml_type=GGMLType.Q5_K, f16_fields=(0, 2)):
     """5-bit, 256 elements in 176 bytes (5.5 bits per weight); 8 sub-blocks of 32 with 6-bit scale and min.
 
     Layout:
@@ -161,7 +161,7 @@ class Q5_K(BlockFormat, ggml_type=GGMLType.Q5_K):
         return y.reshape(n, 256)
 
 
-class Q6_K(BlockFormat, ggml_type=GGMLType.Q6_K):
+class Q6_K(BlockFormat, ggml_type=GGMLType.Q6_K, f16_fields=(208,)):
     """6-bit, 256 elements in 210 bytes (6.5625 bits per weight); 16 sub-blocks of 16 with int8 scales.
 
     Layout (element e = 128h + 32s + l, with h in 0..1, s in 0..3, l in 0..31):

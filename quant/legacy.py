@@ -61,7 +61,7 @@ def _inverse(d: np.ndarray) -> np.ndarray:
     return np.where(np.isfinite(inverse), inverse, np.float32(0))
 
 
-class Q4_0(BlockFormat, ggml_type=GGMLType.Q4_0):
+class Q4_0(BlockFormat, ggml_type=GGMLType.Q4_0, f16_fields=(0,)):
     """4-bit symmetric, 32 elements in 18 bytes (4.5 bits per weight).
 
     Layout:
@@ -90,7 +90,7 @@ class Q4_0(BlockFormat, ggml_type=GGMLType.Q4_0):
         return np.concatenate([f16_bytes(d), _elements_to_nibbles(q)], axis=1)
 
 
-class Q4_1(BlockFormat, ggml_type=GGMLType.Q4_1):
+class Q4_1(BlockFormat, ggml_type=GGMLType.Q4_1, f16_fields=(0, 2)):
     """4-bit with offset, 32 elements in 20 bytes (5 bits per weight).
 
     Layout:
@@ -119,7 +119,7 @@ class Q4_1(BlockFormat, ggml_type=GGMLType.Q4_1):
         return np.concatenate([f16_bytes(d), f16_bytes(low), _elements_to_nibbles(q)], axis=1)
 
 
-class Q5_0(BlockFormat, ggml_type=GGMLType.Q5_0):
+class Q5_0(BlockFormat, ggml_type=GGMLType.Q5_0, f16_fields=(0,)):
     """5-bit symmetric, 32 elements in 22 bytes (5.5 bits per weight).
 
     Layout:
@@ -151,7 +151,7 @@ class Q5_0(BlockFormat, ggml_type=GGMLType.Q5_0):
         return np.concatenate([f16_bytes(d), _high_bits_to_u32(q), _elements_to_nibbles(q)], axis=1)
 
 
-class Q5_1(BlockFormat, ggml_type=GGMLType.Q5_1):
+class Q5_1(BlockFormat, ggml_type=GGMLType.Q5_1, f16_fields=(0, 2)):
     """5-bit with offset, 32 elements in 24 bytes (6 bits per weight).
 
     Layout:
@@ -183,7 +183,7 @@ class Q5_1(BlockFormat, ggml_type=GGMLType.Q5_1):
         return np.concatenate([f16_bytes(d), f16_bytes(low), _high_bits_to_u32(q), _elements_to_nibbles(q)], axis=1)
 
 
-class Q8_0(BlockFormat, ggml_type=GGMLType.Q8_0):
+class Q8_0(BlockFormat, ggml_type=GGMLType.Q8_0, f16_fields=(0,)):
     """8-bit symmetric, 32 elements in 34 bytes (8.5 bits per weight).
 
     Layout:

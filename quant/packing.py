@@ -19,7 +19,7 @@ def read_f16(blocks: np.ndarray, offset: int) -> np.ndarray:
 
 
 def f16_bytes(values: np.ndarray) -> np.ndarray:
-    """float32 values of shape (n_blocks, 1) rounded to f16 (nearest-even) as (n_blocks, 2) little-endian bytes."""
+    """Float values of shape (n_blocks, 1) rounded to f16 (nearest-even) as (n_blocks, 2) little-endian bytes."""
     return values.astype(F16).view(np.uint8).reshape(values.shape[0], 2)
 
 

@@ -1,5 +1,5 @@
-// The adapter's streaming bandwidth, for the roofline report (llmchat.gpu.roofline): invocations read the source in
-// 16-byte words in one of two orders, and the report keeps the faster:
+// The adapter's streaming bandwidth, for the roofline report (llmchat.runtime.roofline): invocations read the
+// source in 16-byte words in one of two orders, and the report keeps the faster:
 // CHUNKED false: a grid-stride loop, neighbouring invocations reading neighbouring words (the coalesced order
 //   GPUs reward);
 // CHUNKED true: each invocation reads one contiguous run of words (what CPU emulators, where an invocation is a

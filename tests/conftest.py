@@ -12,7 +12,20 @@ from llmchat.hub.catalogue import resolve
 # Kernel variants come from the fixed per-adapter table in every test, so results and golden data never depend on
 # a tuner run; tests about tuning turn it on themselves (tests/model/test_tune.py).
 os.environ["LLMCHAT_TUNE"] = "0"
-from llmchat.errors import LLMChatError
+from adapter_marks import missing_features, profile_allows  # noqa: E402 (after LLMCHAT_TUNE is set)
+
+from llmchat.errors import LLMChatError, NoAdapterError  # noqa: E402
+from llmchat.gpu.native import NativeDevice  # noqa: E402
+
+# `make test` sets both: the adapter must have every feature the suite tests (LLMCHAT_REQUIRE_GPU), and a skip that
+# is not one of EXPECTED_SKIPS fails its test (LLMCHAT_FAIL_SKIPS), so that nothing lost turns into a green skip. A
+# bare `pytest` on another machine keeps skipping what that machine cannot run.
+REQUIRE_GPU = "LLMCHAT_REQUIRE_GPU"
+FAIL_SKIPS = "LLMCHAT_FAIL_SKIPS"
+EXPECTED_SKIPS = {
+    # Its branch of resolve exists only inside Pyodide, where tests/model/test_pyodide.py runs this file again.
+    "tests/unit/test_hub_refs.py::test_inside_pyodide_references_resolve_to_hub_urls",
+}
 
 
 def _catalogue_model(name: str) -> Path:
@@ -43,11 +56,57 @@ def gemma3_path() -> Path:
 # at Debian's Chromium by the launch arguments below (see browser_util.py).
 
 
+def pytest_sessionstart(session):
+    """Under LLMCHAT_REQUIRE_GPU=1 the run stops at once, before any test, on an adapter without every feature the
+    suite tests (checked once, in the process that starts the xdist workers)."""
+    if os.environ.get(REQUIRE_GPU) != "1" or hasattr(session.config, "workerinput"):
+        return
+    try:
+        device = NativeDevice()
+    except NoAdapterError as exc:
+        pytest.exit(f"{REQUIRE_GPU}=1: no WebGPU adapter: {exc}", returncode=pytest.ExitCode.TESTS_FAILED)
+    try:
+        missing = missing_features(device)
+        name = device.info.name
+    finally:
+        device.close()
+    if missing:
+        pytest.exit(f"{REQUIRE_GPU}=1: the adapter {name} lacks {', '.join(missing)}, which the suite tests",
+                    returncode=pytest.ExitCode.TESTS_FAILED)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Under LLMCHAT_FAIL_SKIPS=1 a skip that is not in EXPECTED_SKIPS is a failure (xfails stay what they are)."""
+    report = yield
+    if not hasattr(report, "wasxfail") and item.nodeid.split("[")[0] not in EXPECTED_SKIPS:
+        _fail_skip(report, "skipped, which {}=1 does not allow (tests/conftest.py EXPECTED_SKIPS): {}")
+    return report
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_make_collect_report(collector):
+    """Under LLMCHAT_FAIL_SKIPS=1 a module skipped whole (importorskip, a module-level skip) is an error."""
+    report = yield
+    _fail_skip(report, "skipped whole, which {}=1 does not allow: {}")
+    return report
+
+
+def _fail_skip(report, message: str) -> None:
+    """Under LLMCHAT_FAIL_SKIPS=1 a skipped report becomes a failure saying `message` (the variable, the reason)."""
+    if report.skipped and os.environ.get(FAIL_SKIPS) == "1":
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr
+        report.outcome = "failed"
+        report.longrepr = message.format(FAIL_SKIPS, reason)
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items):
-    """The browser tests run last. pytest-playwright starts one Playwright for the rest of the session at the first
-    of them, and its sync API keeps an asyncio event loop marked as running in the main thread from then on; the
-    tests that run a loop of their own there (asyncio.run, Toga's app loop) would fail after it."""
+    """Cases a profile cannot run are not kept (gpu_util.needs), and the browser tests run last. pytest-playwright
+    starts one Playwright for the rest of the session at the first of them, and its sync API keeps an asyncio event
+    loop marked as running in the main thread from then on; the tests that run a loop of their own there
+    (asyncio.run, Toga's app loop) would fail after it."""
+    items[:] = [item for item in items if profile_allows(item)]
     uses_browser = [("browser_type" in getattr(item, "fixturenames", ())) for item in items]
     for item, b in zip(items, uses_browser):
         if b:

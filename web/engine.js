@@ -184,7 +184,7 @@ export class Engine extends EventTarget {
         this.#emit(loading ? "ready" : "handover", this.info);
         this.loaded.resolve();
         break;
-      case "token": case "done": case "stats": case "sweep": case "forget":
+      case "chunk": case "done": case "stats": case "sweep": case "forget":
         this.pending.get(data.id)?.handle(data);
         break;
       case "error": {
@@ -260,29 +260,22 @@ export class Engine extends EventTarget {
   async #create(params, isChat) {
     await this.ready;
     if (this.mode === "remote") return remoteCreate(this.options, params, isChat);
-    const request = { ...params };
-    delete request.stream;
-    delete request.signal;
-    const entry = this.#request({ type: "chat", request }, (data) => (stream.push(data), data.type !== "token"));
-    const stream = new ReplyStream(entry.message.id, isChat, this.info?.model || this.options.model, () =>
-      this.link?.post({ type: "stop", id: entry.message.id }));
-    params.signal?.addEventListener("abort", () => stream.abort());
-    return params.stream ? stream : stream.collect();
+    const { signal, ...request } = params;
+    const entry = this.#request({ type: "chat", request }, (data) => (reply.push(data), data.type !== "chunk"));
+    const reply = new LocalReply(() => this.link?.post({ type: "stop", id: entry.message.id }));
+    signal?.addEventListener("abort", () => reply.abort());
+    return params.stream ? reply : reply.response();
   }
 }
 
-// The chunks of one on-device reply, as an async iterable of OpenAI-shaped chunks.
-class ReplyStream {
-  constructor(id, isChat, model, stop) {
-    this.id = `chatcmpl-local-${id}`;
-    this.isChat = isChat;
-    this.model = model;
-    this.created = Math.floor(Date.now() / 1000);
+// One on-device reply as the worker delivers it: the OpenAI chunks Python made (runtime.py, llmchat.protocol), as an
+// async iterable like the openai client's Stream, or the whole response of a request that did not stream.
+class LocalReply {
+  constructor(stop) {
     this.stop = stop;
     this.items = [];
     this.wake = null;
     this.ended = false;
-    this.first = true;
     this.controller = { abort: () => this.abort() }; // as the openai client's Stream has
   }
 
@@ -295,38 +288,20 @@ class ReplyStream {
     this.wake?.();
   }
 
-  #chunk(data) {
-    const base = { id: this.id, created: this.created, model: this.model };
-    if (data.type === "error") throw new EngineError(data.code, data.message);
-    const finish = data.type === "done" ? data.finish_reason : null;
-    const text = data.text || "";
-    // The core splits a chat reply into content, reasoning and tool calls (OpenAI's delta parts).
-    const delta = this.first ? { role: "assistant", content: text } : text ? { content: text } : {};
-    if (data.reasoning) delta.reasoning_content = data.reasoning;
-    if (data.tool_calls?.length) delta.tool_calls = data.tool_calls;
-    const choice = this.isChat ? { index: 0, delta, finish_reason: finish } : { index: 0, text, finish_reason: finish };
-    this.first = false;
-    const chunk = { ...base, object: this.isChat ? "chat.completion.chunk" : "text_completion", choices: [choice] };
-    if (data.type === "token") chunk.llmchat = { token: data.token };
-    if (data.type === "done") {
-      Object.assign(chunk, { usage: data.usage, llmchat: { timings: data.timings, kv_cache: data.kv_cache ?? null } });
-      if (data.message) this.message = data.message;
+  async #next() {
+    while (!this.items.length) {
+      await new Promise((resolve) => { this.wake = resolve; });
+      this.wake = null;
     }
-    return chunk;
+    const data = this.items.shift();
+    if (data.type !== "chunk") this.ended = true;
+    if (data.type === "error") throw new EngineError(data.code, data.message);
+    return data;
   }
 
   async *[Symbol.asyncIterator]() {
     try {
-      for (;;) {
-        while (this.items.length) {
-          const data = this.items.shift();
-          if (data.type !== "token") this.ended = true;
-          yield this.#chunk(data);
-          if (this.ended) return;
-        }
-        await new Promise((resolve) => { this.wake = resolve; });
-        this.wake = null;
-      }
+      for (let data = await this.#next(); data.type === "chunk"; data = await this.#next()) yield data.chunk;
     } finally {
       if (!this.ended) {
         this.ended = true;
@@ -335,20 +310,8 @@ class ReplyStream {
     }
   }
 
-  async collect() {
-    let text = "";
-    let last = null;
-    for await (const chunk of this) {
-      text += (this.isChat ? chunk.choices[0].delta.content : chunk.choices[0].text) ?? "";
-      last = chunk;
-    }
-    this.ended = true;
-    const message = this.message || { role: "assistant", content: text };
-    const choice = this.isChat
-      ? { index: 0, message, finish_reason: last.choices[0].finish_reason }
-      : { index: 0, text, finish_reason: last.choices[0].finish_reason };
-    return { id: this.id, object: this.isChat ? "chat.completion" : "text_completion", created: this.created,
-      model: this.model, choices: [choice], usage: last.usage };
+  async response() {
+    return (await this.#next()).response;
   }
 }
 

@@ -7,7 +7,7 @@
 //                                    name; tune: true/false turns the kernel tuner on/off (null: on for hardware
 //                                    adapters); the first one loads the model, later ones (other tabs) hear
 //                                    "ready" once it is in
-//   {type: "chat", id, request}      request: {messages | prompt, max_tokens, temperature, ...}
+//   {type: "chat", id, request}      request: an OpenAI body {messages | prompt, stream, max_tokens, ...}
 //   {type: "stop", id}               ends reply `id` after the token being computed
 //   {type: "reset"}                  forgets the conversation
 //   {type: "forget", id, key}        deletes the conversation kept under prompt_cache_key `key`
@@ -17,7 +17,9 @@
 //   {type: "bye"}                    (on a port) that tab is gone
 // Messages to a tab (ids are each tab's own):
 //   {type: "status", text} {type: "progress", phase, loaded, total} {type: "warning", code, message}
-//   {type: "ready", info} {type: "token", id, text, token} {type: "done", id, finish_reason, usage, timings}
+//   {type: "ready", info} {type: "chunk", id, chunk} {type: "done", id, response?}   chunk: an OpenAI stream
+//                                    chunk, as Python shaped it (llmchat.protocol); "done" ends a reply, carrying
+//                                    the whole response when the request did not stream
 //   {type: "stats", id, stats} {type: "sweep", id, sweep} {type: "forget", id, forget}
 //   {type: "error", id?, code, message}
 //
@@ -412,7 +414,7 @@ function gpuBudget() {
 async function chat({ id, request }, client) {
   const emit = (json) => {
     const event = JSON.parse(json);
-    client.port.postMessage({ type: event.finish_reason ? "done" : "token", id, ...event });
+    client.port.postMessage({ type: event.chunk ? "chunk" : "done", id, ...event });
   };
   const shouldStop = () => client.stops.has(id) || !clients.has(client); // a tab that left reads no more
   const cache = request.messages && typeof request.prompt_cache_key === "string" ?

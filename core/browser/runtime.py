@@ -1,5 +1,5 @@
 """The Python half of the browser worker (web/worker.js): judge a model before downloading it, load it onto the
-page's GPU, and stream chat replies back to JS.
+page's GPU, and answer the JS API's requests in OpenAI's shapes (llmchat.protocol, as the server does).
 
 Entry points are called from JS through promising calls (JSPI), so the core below may wait on JS promises with
 `run_sync`. Payloads cross as JSON text: one conversion each way, no proxies to leak.
@@ -8,19 +8,21 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import asdict
 
 from ..api import LLM
 from .source import BrowserSource
-from ..chat.template import _environment
+from ..chat.template import jinja_environment
 from ..runtime.chat_cache import ChatCacheError
-from ..runtime.engine import CONTEXT_MIN
-from ..errors import InvalidRequestError, SourceError
+from ..errors import FieldError, InvalidRequestError, SourceError
+from ..gguf.config import ModelConfig
 from ..gguf.file import GGUFFile, open_gguf
 from .device import BrowserDevice
 from ..gpu.device import AdapterInfo
 from ..gpu.tune import MemoryStore
 from ..runtime.memory import plan_memory
 from ..models import model_config
+from ..protocol import Completion, Counts, Defaults, Piece, read_request
 from ..tokenizer.pretokenize import SUPPORTED, get_pre_tokenizer
 
 # The tuner's results in OPFS (web/worker.js reads and writes it): {cache key: entry}, as gpu/tune.py keeps them.
@@ -29,7 +31,26 @@ TUNE_FILE = "llmchat-tune.json"
 # Tokens one prefill step takes (the engine's `max_tokens_per_step`): activations and logits are sized for it.
 STEP_TOKENS = 64
 
-_state: dict = {}
+
+class _Session:
+    """What the worker's calls share, one model at a time."""
+
+    def __init__(self) -> None:
+        self.device: BrowserDevice | None = None
+        self.gguf: GGUFFile | None = None  # opened by `check`, taken by `load`
+        self.llm: LLM | None = None
+        self.chat_key: str | None = None  # the prompt_cache_key of the conversation the engine holds
+
+    def take_gguf(self) -> GGUFFile | None:
+        gguf, self.gguf = self.gguf, None
+        return gguf
+
+
+_session = _Session()
+
+# What a request that leaves a field out gets: greedy decoding, as the Python API, and a reply bounded for a
+# device that may write a few tokens a second (OpenAI's routes default to temperature 1 and the whole context).
+BROWSER_DEFAULTS = Defaults(temperature=0.0, chat_max_tokens=256, text_max_tokens=256)
 
 
 def _make_ahead() -> None:
@@ -37,7 +58,7 @@ def _make_ahead() -> None:
     imported (web/python.js), so loads restored from the snapshot find them made. On SwiftShader's 2 cores a load
     spent 0.15-0.20 s importing jinja2 (with the standard-library modules it needs, compiled from source) and
     ~0.09 s compiling its pre-tokenizer's regular expressions."""
-    _environment()
+    jinja_environment()
     for name in SUPPORTED:
         get_pre_tokenizer(name)
 
@@ -54,7 +75,11 @@ def plan(gguf: GGUFFile, info: AdapterInfo, context: int, gpu_budget: int = 0) -
     """
     result = plan_memory(gguf, info, context=context, step_tokens=STEP_TOKENS, gpu_budget=gpu_budget).as_dict()
     config = model_config(gguf)
-    return {**result, "model": config.name or config.arch, "vocab": config.vocab_size, "layers": config.n_layer}
+    return {**result, "model": _model_name(config), "vocab": config.vocab_size, "layers": config.n_layer}
+
+
+def _model_name(config: ModelConfig) -> str:
+    return config.name or config.arch
 
 
 def open_model(store, open_shard=None) -> GGUFFile:
@@ -84,7 +109,7 @@ def check(store, bridge, context: int, gpu_budget: int, profile: str | None = No
         gguf.close()
         raise
     # Kept for `load`: parsing the header again (a vocabulary's strings) would cost the load ~0.4 s on SwiftShader.
-    _state["device"], _state["gguf"] = device, gguf
+    _session.device, _session.gguf = device, gguf
     result["adapter"] = device.info.as_dict()
     return json.dumps(result)
 
@@ -101,13 +126,14 @@ def load(store, context: int, open_shard=None, tune: bool | None = None, tune_js
     except ValueError:
         entries = {}  # unreadable: measure again, and the rewrite replaces it
     cache = MemoryStore(entries if isinstance(entries, dict) else {}, place=f"opfs:{TUNE_FILE}")
-    gguf = _state.pop("gguf", None) or open_model(store, open_shard)
-    llm = LLM(gguf, context=context, device=_state["device"], max_tokens_per_step=STEP_TOKENS,
+    gguf = _session.take_gguf() or open_model(store, open_shard)
+    llm = LLM(gguf, context=context, device=_session.device, max_tokens_per_step=STEP_TOKENS,
               tune=tune, tune_store=cache)
-    llm.engine.program(1, 1, 1, CONTEXT_MIN)  # the decode step: the load waits for its kernels
-    _state["llm"] = llm
+    llm.warm_up(1)  # the decode step: the load waits for its kernels
+    _session.llm = llm
+    report = llm.report()
     return json.dumps({"load_s": time.perf_counter() - t0, "context": llm.context,
-                       "dispatches_per_token": llm.engine.dispatches_per_step(), "tuning": llm.tuning.summary(),
+                       "dispatches_per_token": report["dispatches_per_token"], "tuning": report["kernels"],
                        "tune_json": json.dumps(cache.entries) if cache.changed else None})
 
 
@@ -116,63 +142,79 @@ def prepare_prompt() -> None:
     from now on, while the last weights upload, rather than when a prompt comes (on SwiftShader its matmul tiles
     take seconds each); a prompt that comes before they are done waits for the rest. The worker calls this once
     `load` has returned, so it can tell the kernels the load waited for from these (worker.js saveKernels)."""
-    _state["llm"].engine.prepare(STEP_TOKENS, 1, 1, CONTEXT_MIN)
+    _session.llm.warm_up(STEP_TOKENS, wait=False)
 
 
 def sweep(rounds: int) -> str:
     """Every kernel variant the tuner chooses among, timed at the loaded model's shapes (LLM.sweep_kernels), as
     JSON."""
-    return json.dumps(_state["llm"].sweep_kernels(int(rounds)))
+    return json.dumps(_session.llm.sweep_kernels(int(rounds)))
 
 
 def chat(request: str, emit, should_stop, cache=None) -> None:
-    """Stream a reply to `request` (JSON: messages, or a raw prompt; max_tokens, stop, sampling options, and the
-    structured-output and tool fields of `LLM.chat`).
+    """Answer `request` (JSON: a chat completion body with `messages`, or a text completion's with `prompt`), read
+    by llmchat.protocol as the server reads it, with BROWSER_DEFAULTS for what it leaves out.
 
-    `emit(json)` receives {"text", "token", "reasoning", "tool_calls"} per piece (OpenAI's delta parts) and a final
-    {"finish_reason", "usage", "timings", "message", "kv_cache"}; `should_stop()` is asked between tokens (the stop
-    button), and a stop ends the reply with finish "stop". The conversation keeps its KV cache across calls: a
-    request that repeats the previous turns only computes the new tokens.
+    `emit(json)` receives {"chunk": ...} per OpenAI stream chunk and then {"done": true} when the request streams;
+    otherwise only {"response": ...}, the whole answer. Chunks carry llmchat's fields under "llmchat": each token's
+    id ("token"); at the finish "timings" and "kv_cache". `should_stop()` is asked between tokens (the stop button),
+    and a stop ends the reply with finish "stop" ("stopped" in llmchat's fields: its usage counts only what it
+    generated). The conversation keeps its KV cache across calls: a request that repeats the previous turns only
+    computes the new tokens.
 
     A chat request with `prompt_cache_key` keeps that conversation's KV cache in OPFS too: `cache` is a JS object
     {handle (the key's file, a FileSystemSyncAccessHandle), identity (of the model's bytes), error (why there is
     no handle)} from the worker. Before the reply, a conversation this engine does not hold is restored from it;
     after a finished reply it is saved (LLM.save_chat writes only what changed). "kv_cache" says what happened.
     """
-    llm: LLM = _state["llm"]
+    llm: LLM = _session.llm
     body = json.loads(request)
-    kept = _kept_chat(llm, body.get("prompt_cache_key"), cache) if "messages" in body else None
-    sampling = {k: body[k] for k in ("temperature", "top_k", "top_p", "min_p", "seed", "repetition_penalty",
-                                     "presence_penalty", "frequency_penalty") if body.get(k) is not None}
-    if body.get("logit_bias"):  # JSON keys are strings; the sampler refuses ids outside the vocabulary
-        sampling["logit_bias"] = {_token_id(k): v for k, v in body["logit_bias"].items()}
-    structure = {k: body[k] for k in ("response_format", "grammar", "json_schema") if body.get(k) is not None}
-    max_tokens, stop = int(body.get("max_tokens") or 256), body.get("stop") or ()
-    if "prompt" in body:  # a raw completion, outside the conversation
-        events = llm.generate(body["prompt"], max_tokens=max_tokens, stop=stop,
-                              ignore_eos=bool(body.get("ignore_eos")), **structure, **sampling)
-    else:
-        kwargs = dict(body.get("chat_template_kwargs") or {})
-        if body.get("enable_thinking") is not None:
-            kwargs.setdefault("enable_thinking", body["enable_thinking"])
-        events = llm.chat(body["messages"], max_tokens=max_tokens, stop=stop, tools=body.get("tools"),
-                          tool_choice=body.get("tool_choice"), parallel_tool_calls=body.get("parallel_tool_calls"),
-                          chat_template_kwargs=kwargs or None, **structure, **sampling)
-    n = 0
+    is_chat = "prompt" not in body
+    if is_chat and "messages" not in body:
+        raise FieldError("a request needs `messages` (a chat) or `prompt` (a text completion)", "messages")
+    asked = read_request(body, chat=is_chat, vocab_size=llm.config.vocab_size, defaults=BROWSER_DEFAULTS)
+    if asked.n != 1:
+        raise FieldError("the browser runtime makes one choice per request; leave `n` out", "n")
+    if asked.top_logprobs is not None:
+        raise FieldError("the browser runtime does not report log-probabilities; leave `logprobs` out", "logprobs")
+    kept = _kept_chat(llm, body.get("prompt_cache_key"), cache) if is_chat else None
+    sampling = asdict(asked.sampling)
+    if is_chat:
+        events = llm.chat(body["messages"], max_tokens=asked.max_tokens, stop=asked.stop,
+                          chat_template_kwargs=asked.template_kwargs, **asked.structure, **asked.tools, **sampling)
+    else:  # a raw completion, outside the conversation
+        events = llm.generate(body["prompt"], max_tokens=asked.max_tokens, stop=asked.stop,
+                              ignore_eos=asked.ignore_eos, **asked.structure, **sampling)
+    completion = Completion(chat=is_chat, model=_model_name(llm.config), include_usage=asked.include_usage)
+
+    def send(chunks) -> None:
+        if asked.stream:
+            for chunk in chunks:
+                if chunk is not None:
+                    emit(json.dumps({"chunk": chunk}))
+
+    send(completion.opening())
+    generated = 0
     for event in events:
+        parts = {"reasoning_content": event.reasoning} if event.reasoning else {}
+        if event.tool_calls:
+            parts["tool_calls"] = event.tool_calls
         if event.finish_reason is not None:
-            emit(json.dumps({"finish_reason": event.finish_reason, "usage": event.usage, "timings": event.timings,
-                             "message": event.message, "text": event.text, "reasoning": event.reasoning,
-                             "tool_calls": event.tool_calls, "kv_cache": kept.save() if kept else None}))
-            return
-        emit(json.dumps({"text": event.text, "token": event.token, "reasoning": event.reasoning,
-                         "tool_calls": event.tool_calls}))
-        n += 1
+            usage = event.usage
+            send([completion.take(0, Piece(
+                event.text, parts, finish_reason=event.finish_reason, message=event.message,
+                counts=Counts(usage["prompt_tokens"], usage["completion_tokens"], usage["cached_tokens"]),
+                extension={"timings": event.timings, "kv_cache": kept.save() if kept else None}))])
+            break
+        send([completion.take(0, Piece(event.text, parts, token=event.token, extension={"token": event.token}))])
+        generated += 1
         if should_stop():
             events.close()  # the engine forgets the unfinished turn; the next request recomputes from the prompt
-            emit(json.dumps({"finish_reason": "stop", "usage": {"completion_tokens": n}, "timings": {},
-                             "stopped": True}))
-            return
+            send([completion.take(0, Piece(finish_reason="stop", counts=Counts(0, generated),
+                                           extension={"timings": {}, "kv_cache": None, "stopped": True}))])
+            break
+    send(completion.closing())
+    emit(json.dumps({"done": True} if asked.stream else {"response": completion.response()}))
 
 
 class OPFSFile:
@@ -214,14 +256,14 @@ class _KeptChat:
         self.identity = str(cache.identity) if cache and cache.identity else ""
         if self.file is None:
             self.report["error"] = str(cache.error) if cache and cache.error else "no file for it"
-        elif _state.get("chat_key") != key and self.file.size():
+        elif _session.chat_key != key and self.file.size():
             t0 = time.perf_counter()
             try:
                 self.report["restored"] = llm.restore_chat(self.file, self.identity)
             except Exception as e:  # noqa: BLE001 - damaged, another model, OPFS failing: computed again
                 self.report["refused"] = str(e) if isinstance(e, ChatCacheError) else f"{type(e).__name__}: {e}"
             self.report["restore_ms"] = (time.perf_counter() - t0) * 1000
-        _state["chat_key"] = key
+        _session.chat_key = key
 
     def save(self) -> dict:
         if self.file is not None:
@@ -237,28 +279,22 @@ class _KeptChat:
 
 def _kept_chat(llm: LLM, key, cache) -> _KeptChat | None:
     if key is None:
-        _state["chat_key"] = None  # the conversation held from here on belongs to no key
+        _session.chat_key = None  # the conversation held from here on belongs to no key
         return None
     if not isinstance(key, str) or not key:
         raise InvalidRequestError("prompt_cache_key must be a non-empty string")
     return _KeptChat(llm, key, cache)
 
 
-def _token_id(key: str) -> int:
-    if not key.isascii() or not key.isdigit():
-        raise InvalidRequestError(f"logit_bias key {key[:40]!r} is not a token id")
-    return int(key)
-
-
 def forget(key: str) -> None:
     """The conversation kept under `key` is about to be deleted: if this engine holds it, it forgets it too."""
-    if _state.get("chat_key") == key:
+    if _session.chat_key == key:
         reset()
 
 
 def reset() -> None:
     """Forget the conversation (and free its KV cache blocks)."""
-    llm = _state.get("llm")
+    llm = _session.llm
     if llm is not None:
         llm.reset_chat()
-    _state["chat_key"] = None
+    _session.chat_key = None

@@ -22,9 +22,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from .template import ChatTemplate
-from ..runtime.constraint import Constraint
 from ..errors import FieldError, GrammarError
-from ..grammar import Grammar, VocabIndex
+from ..grammar import Constraint, Grammar, VocabIndex
 from ..grammar.json_schema import json_object_gbnf, schema_to_gbnf
 from ..grammar.regex import regex_to_gbnf
 from ..tokenizer.tokenizer import Tokenizer

@@ -70,7 +70,7 @@ class ChatTemplate:
         self.reason = reason
         jinja2 = _jinja2()
         try:
-            self._template = _environment().from_string(source)
+            self._template = jinja_environment().from_string(source)
         except jinja2.TemplateSyntaxError as exc:
             raise ChatTemplateError(f"chat template does not parse (line {exc.lineno}): {exc.message}") from exc
 
@@ -243,7 +243,7 @@ def _jinja2() -> Any:
 
 
 @cache
-def _environment() -> Any:
+def jinja_environment() -> Any:
     """The one Jinja environment all templates compile in (built on first use)."""
     _jinja2()  # a clear error when jinja2 is missing
     from jinja2 import nodes

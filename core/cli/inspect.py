@@ -1,4 +1,4 @@
-"""`llmchat inspect MODEL [--json]`: what a GGUF file holds, read from its header alone.
+"""`llmchat inspect MODEL [--json]`: what a GGUF file holds, read from its header alone, and what running it needs.
 
 Text mode is for people: long arrays and strings are shortened to their first items and a length. `--json` is for
 programs: one object with every metadata value in full.
@@ -15,11 +15,26 @@ from typing import TextIO
 from ..errors import LLMChatError
 from ..gguf.file import GGUFFile, GGUFValueType, open_gguf
 from ..gguf.header import MetadataType
-from ..gpu.profiles import Profile
-from ..runtime.memory import DEFAULT_ADAPTER, DEFAULT_CONTEXT, default_plan
+from ..hub.catalogue import resolve
+from ..gpu.profiles import Profile, get_profile
+from .options import model_argument, profile_argument
 
 ARRAY_PREVIEW = 5  # items shown of a long array
 STRING_PREVIEW = 60  # characters shown of a long string
+
+HELP = "summarise a model file: metadata, tensors, sizes"
+
+
+def arguments(parser: argparse.ArgumentParser) -> None:
+    model_argument(parser)
+    profile_argument(parser)
+    parser.add_argument("--json", action="store_true", help="print the summary as JSON")
+
+
+def run(args: argparse.Namespace) -> int:
+    args.profile = get_profile(args.profile)  # an unknown name is refused before a catalogue model is pulled
+    args.model = resolve(args.model)
+    return inspect_main(args)
 
 
 def inspect_main(args: argparse.Namespace) -> int:
@@ -50,6 +65,8 @@ def summary(model: GGUFFile, profile: Profile | None = None) -> dict[str, object
 
 def run_plan(model: GGUFFile, profile: Profile | None = None) -> dict:
     """What this version needs to run the model (llmchat.runtime.memory) on a device of `profile`, or why it cannot."""
+    from ..runtime.memory import default_plan
+
     where = {"profile": profile.name, "gpu_budget": profile.gpu_budget} if profile else {}
     try:
         return {**default_plan(model, profile).as_dict(), **where}
@@ -99,6 +116,8 @@ def print_text(model: GGUFFile, out: TextIO, profile: Profile | None = None) -> 
         cells = [cell.rjust(width) if column in numeric else cell.ljust(width)
                  for column, (cell, width) in enumerate(zip(row, widths, strict=True))]
         out.write("  " + "  ".join(cells).rstrip() + "\n")
+
+    from ..runtime.memory import DEFAULT_ADAPTER, DEFAULT_CONTEXT
 
     plan = run_plan(model, profile)
     device = (f"the '{profile.name}' device profile, {profile.gpu_budget / 2**20:.0f} MiB GPU memory budget"

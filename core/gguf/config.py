@@ -81,7 +81,52 @@ class Metadata:
 
 
 @dataclass(frozen=True)
-class ModelConfig:
+class Rope:
+    """Rotary position embedding of q and k heads."""
+
+    dim: int  # leading dimensions of each head rotated
+    base: float
+    freq_scale: float = 1.0  # positions are multiplied by this
+    neox: bool = True  # rotate pairs (i, i + dim/2) instead of (2i, 2i + 1)
+    mscale: float = 1.0  # scales the rotated elements (LongRoPE's attention factor)
+
+
+class _Heads:
+    """q and k/v widths of attention heads, for the classes with n_head, n_kv_head and head_dim fields."""
+
+    n_head: int
+    n_kv_head: int
+    head_dim: int
+
+    @property
+    def q_dim(self) -> int:
+        return self.n_head * self.head_dim
+
+    @property
+    def kv_dim(self) -> int:
+        return self.n_kv_head * self.head_dim
+
+
+@dataclass(frozen=True)
+class AttentionShape(_Heads):
+    """One layer's attention as its kernels are recorded: heads, RoPE and how scores are formed."""
+
+    n_head: int
+    n_kv_head: int  # each shared by n_head / n_kv_head query heads
+    head_dim: int  # key and value length
+    scale: float  # applied to q·k
+    rope: Rope | None = None  # None: q and k are not rotated
+    window: int = 0  # positions a token sees, its own included (0: all)
+    softcap: float = 0.0  # scores squashed to softcap * tanh(score / softcap) (0: none)
+
+    @property
+    def qkv_width(self) -> int:
+        """Values per token of q | k | v side by side, as the attention kernels read them."""
+        return self.q_dim + 2 * self.kv_dim
+
+
+@dataclass(frozen=True)
+class ModelConfig(_Heads):
     """What every decoder-only transformer here has. Model files add their own fields in a subclass, and the
     tensors they read in `tensor_shapes`."""
 
@@ -102,13 +147,12 @@ class ModelConfig:
     # Where each shape field came from, for messages: (field, "llama.embedding_length"), ...
     sources: tuple[tuple[str, str], ...] = field(default=(), kw_only=True, compare=False, repr=False)
 
-    @property
-    def q_dim(self) -> int:
-        return self.n_head * self.head_dim
 
-    @property
-    def kv_dim(self) -> int:
-        return self.n_kv_head * self.head_dim
+    def attention_shape(self, layer: int) -> AttentionShape:
+        """Layer `layer`'s attention; here every layer's: scores scaled by 1/sqrt(head_dim), NeoX RoPE over rope_dim.
+        Model files whose layers or RoPE differ override it."""
+        return AttentionShape(self.n_head, self.n_kv_head, self.head_dim, scale=self.head_dim ** -0.5,
+                              rope=Rope(self.rope_dim, self.rope_base, self.rope_freq_scale))
 
     def dim(self, name: str) -> Dim:
         """The field `name` as a tensor dimension that remembers its metadata key."""

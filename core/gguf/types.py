@@ -1,7 +1,8 @@
 """GGML tensor types as GGUF stores them: id, name, elements per block, bytes per block.
 
 This is container knowledge (the parser needs byte sizes for every type it may meet, including those we cannot
-compute with yet); the numeric formats themselves live in `llmchat.quant`.
+compute with yet, and the runtime imports no numpy); the formats themselves (the rest of each block's layout, the
+numpy decoders and encoders) live in `llmchat.quant`, which reads its block sizes from this table.
 """
 from enum import IntEnum
 
@@ -78,12 +79,6 @@ BLOCK_LAYOUT: dict[GGMLType, tuple[int, int]] = {
     GGMLType.TQ2_0: (QK_K, 2 + 64),
     GGMLType.MXFP4: (32, 1 + 16),
 }
-
-
-def tensor_nbytes(ggml_type: GGMLType, n_elements: int) -> int:
-    """Bytes a tensor of `n_elements` occupies; the caller checks divisibility by the block size first."""
-    block_elems, block_bytes = BLOCK_LAYOUT[ggml_type]
-    return n_elements // block_elems * block_bytes
 
 
 # `general.file_type`: llama.cpp's name for how a whole file was quantized (its llama_ftype; ids 4-6 are retired).

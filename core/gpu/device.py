@@ -112,7 +112,7 @@ class Kernel:
 @dataclass(frozen=True)
 class Traffic:
     """The bytes one dispatch moves, each distinct byte counted once however often the kernel touches it: the
-    least memory traffic the dispatch can cost, which the roofline report (llmchat.gpu.roofline) divides by its time."""
+    least memory traffic the dispatch can cost, which the roofline report (llmchat.runtime.roofline) divides by its time."""
 
     weights: int = 0  # model weights read
     reads: int = 0  # everything else read: activations, the KV cache, norm and bias vectors

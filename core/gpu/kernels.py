@@ -53,6 +53,11 @@ def render(source: str, values: dict[str, object]) -> str:
     return _KEY.sub(sub, source)
 
 
+def wgsl_bool(v: bool) -> str:
+    """A flag's template value: WGSL spells its booleans in lower case."""
+    return "true" if v else "false"
+
+
 def binding_kinds(source: str) -> list[str]:
     """The kind of each @group(0) binding a shader declares, in binding order: "uniform", "read-only-storage",
     "storage" or "texture" (a texture_2d<u32>, shaders/weights_texture.wgsl). Pipelines get explicit layouts built

@@ -14,11 +14,26 @@ positions, Gemma 3's 26 layers at 2000 positions 138 vs 150 ms (tools/bench/atte
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ..errors import InvalidRequestError
-from .device import AdapterInfo
+from .device import AdapterInfo, Buffer
 
 BLOCK_TOKENS = 16  # positions per cache block; shaders get it through `{{BLOCK_TOKENS}}`
 CACHE_TYPES = {"f16": 2, "f32": 4}  # element type -> bytes per value
+
+
+@dataclass(frozen=True)
+class KVLayer:
+    """One layer's K and V buffers with the block table they are reached through: what the kernels that store to
+    and read from the cache bind (KVCache.layer)."""
+
+    k: Buffer
+    v: Buffer
+    table: Buffer
+    max_blocks: int  # block-table entries per sequence slot
+    max_context: int  # positions a sequence may hold
+    dtype: str  # element type, one of CACHE_TYPES
 
 
 def cache_type(info: AdapterInfo, requested: str | None = None) -> str:

@@ -8,10 +8,12 @@ import math
 import struct
 from dataclasses import dataclass
 
+from ..gguf.config import AttentionShape, Rope
 from ..gguf.types import GGMLType
 from . import kvlayout, variants
 from .device import Binding, Buffer, Traffic
-from .kvlayout import BLOCK_TOKENS
+from .kernels import wgsl_bool
+from .kvlayout import BLOCK_TOKENS, KVLayer
 from .recorder import Act, Recorder, cdiv
 from .tensors import Weight
 
@@ -48,10 +50,10 @@ def matmul(rec: Recorder, w: Weight, x: Act, y: Act, *, y_offset: int = 0, mode:
         raise ValueError(f"'{w.name}': {t} needs more than {variants.WORKGROUP_BYTES} bytes of workgroup memory")
     kernel = rec.kernels.get("matmul.wgsl", QUANT=w.shader, LAYOUT=w.layout, WEIGHTS=w.store, QUADS=7,
                              **t.values(), MODE=mode,
-                             BIAS=_wgsl_bool(bias is not None),
-                             NORM=_wgsl_bool(norm is not None), ACT=ACTIVATIONS[act],
-                             GLU_ALIGNED=_wgsl_bool(glu_rows % 4 == 0),
-                             XQ8=_wgsl_bool(rec.q8_activations and w.type in QUANTIZED))
+                             BIAS=wgsl_bool(bias is not None),
+                             NORM=wgsl_bool(norm is not None), ACT=ACTIVATIONS[act],
+                             GLU_ALIGNED=wgsl_bool(glu_rows % 4 == 0),
+                             XQ8=wgsl_bool(rec.q8_activations and w.type in QUANTIZED))
     for part in w.parts:
         n_out = glu_rows if mode == GLU else part.rows
         params = rec.params(w.name, "8IfI", w.k, n_out, w.row_bytes, x.cols, y.cols, y_offset + part.row_start,
@@ -67,10 +69,6 @@ def _matmul_traffic(w: Weight, rows: int, x: Act, n_out: int, mode: int, bias: b
     vectors = (n_out if bias else 0) + (x.cols if norm else 0)
     return Traffic(weights=rows * w.row_bytes, writes=out,
                    reads=x.rows * x.cols * F32 + vectors * F32 + (out if mode == ADD else 0))
-
-
-def _wgsl_bool(v: bool) -> str:
-    return "true" if v else "false"
 
 
 def embed(rec: Recorder, w: Weight, tokens, y: Act, scale: float = 1.0) -> None:
@@ -163,11 +161,12 @@ def rmsnorm(rec: Recorder, x: Act, weight: Weight | Buffer | None, y: Act, eps: 
              offset=offset, add=add)
 
 
-def qk_norm(rec: Recorder, qkv: Act, q_weight: Weight | Buffer, k_weight: Weight | Buffer, eps: float, *,
-            head_dim: int, n_head: int, n_kv_head: int) -> None:
+def qk_norm(rec: Recorder, qkv: Act, q_weight: Weight | Buffer, k_weight: Weight | Buffer, eps: float,
+            shape: AttentionShape) -> None:
     """The per-head RMSNorms of q and k (Qwen3, Gemma 3) in place in `qkv`, whose rows start with the q heads and
     then the k heads: one dispatch for both."""
-    _rmsnorm(rec, qkv, q_weight, k_weight, qkv, eps, dim=head_dim, groups=n_head + n_kv_head, split=n_head)
+    _rmsnorm(rec, qkv, q_weight, k_weight, qkv, eps, dim=shape.head_dim, groups=shape.n_head + shape.n_kv_head,
+             split=shape.n_head)
 
 
 def _rmsnorm(rec: Recorder, x: Act, weight: Weight | Buffer | None, weight2: Weight | Buffer | None, y: Act,
@@ -181,7 +180,7 @@ def _rmsnorm(rec: Recorder, x: Act, weight: Weight | Buffer | None, weight2: Wei
     if in_place and add:
         raise ValueError("an rmsnorm that adds into y cannot also read y")
     wg = NORM_WG_SOFTWARE if rec.device.info.software else NORM_WG
-    kernel = rec.kernels.get("rmsnorm.wgsl", WG=wg, SRC="y" if in_place else "x", ADD=_wgsl_bool(add),
+    kernel = rec.kernels.get("rmsnorm.wgsl", WG=wg, SRC="y" if in_place else "x", ADD=wgsl_bool(add),
                              WEIGHTS=(weight is not None) + (weight2 is not None))
     params = rec.params("rmsnorm", "5IfI", dim, groups, offset, x.cols, y.cols, eps, split)
     # In place, `x` is not read; a stand-in keeps the layout (binding y twice would alias a writable binding).
@@ -208,41 +207,41 @@ def rope_turns(rope_dim: int, freq_base: float, freq_scale: float = 1.0) -> list
     return turns
 
 
-def rope_store(rec: Recorder, qkv: Act, tokens: Binding, k_cache: Buffer, v_cache: Buffer, block_table: Buffer, *,
-               n_head: int, n_kv_head: int, head_dim: int, rope_dim: int, freq_base: float, freq_scale: float = 1.0,
-               neox: bool, freqs: Weight | Buffer | None = None, mscale: float = 1.0, max_blocks: int,
-               kv_type: str | None = None, store: bool = True) -> None:
-    """Rotate q and k of every token in place in `qkv` and store k and v in the paged cache at the token's position.
+_NO_ROPE = Rope(dim=0, base=1.0, neox=False)  # rotates nothing
+
+
+def rope_store(rec: Recorder, qkv: Act, tokens: Binding, kv: KVLayer, shape: AttentionShape, *,
+               freqs: Weight | Buffer | None = None, store: bool = True) -> None:
+    """Rotate q and k of every token in place in `qkv` by `shape.rope` and store k and v in the layer's paged cache
+    at the token's position; a shape without RoPE only stores.
 
     `store` False rotates q only and writes nothing to the caches (bound but untouched): a layer that attends over
     another layer's cache.
 
-    `kv_type` is the cache's element type (KVCache.dtype; default: the adapter's, kvlayout.cache_type).
-
-    `freqs` holds rope_dim/2 divisors of the angles (llama3-style `rope_freqs.weight`, LongRoPE's factors);
-    `mscale` scales the rotated elements (LongRoPE's attention factor). `rope_dim` 0 only stores (no RoPE).
+    `freqs` holds rope.dim/2 divisors of the angles (llama3-style `rope_freqs.weight`, LongRoPE's factors).
     """
-    if qkv.cols != (n_head + 2 * n_kv_head) * head_dim:
+    n_head, n_kv_head, head_dim = shape.n_head, shape.n_kv_head, shape.head_dim
+    rope = shape.rope or _NO_ROPE
+    if qkv.cols != shape.qkv_width:
         raise ValueError(f"qkv rows of {qkv.cols} do not hold {n_head} + 2 x {n_kv_head} heads of {head_dim}")
-    if head_dim % 2 or rope_dim % 2 or not 0 <= rope_dim <= head_dim:
-        raise ValueError(f"rope over {rope_dim} of {head_dim} dimensions: both must be even, rope_dim <= head_dim")
+    if head_dim % 2 or rope.dim % 2 or not 0 <= rope.dim <= head_dim:
+        raise ValueError(f"rope over {rope.dim} of {head_dim} dimensions: both must be even, rope.dim <= head_dim")
     words = []
-    for f in rope_turns(rope_dim, freq_base, freq_scale):
+    for f in rope_turns(rope.dim, rope.base, rope.freq_scale):
         words += [f & 0xFFFFFFFF, f >> 32]
     words = words + [0] * (-len(words) % 4) if words else [0] * 4  # a WGSL array cannot be empty
-    cache = kvlayout.cache_type(rec.device.info, kv_type)
-    kernel = rec.kernels.get("rope_store.wgsl", FREQ_VEC4=len(words) // 4, HAS_FACTORS=str(freqs is not None).lower(),
+    kernel = rec.kernels.get("rope_store.wgsl", FREQ_VEC4=len(words) // 4, HAS_FACTORS=wgsl_bool(freqs is not None),
                              BLOCK_TOKENS=BLOCK_TOKENS,
-                             **kvlayout.shader_values(cache))
+                             **kvlayout.shader_values(kv.dtype))
     # The kernel's heads past the query heads are the ones it rotates into and stores to the cache: none here.
     stored = n_kv_head if store else 0
-    params = rec.params("rope", f"7If{len(words)}I", n_head, stored, head_dim, rope_dim, qkv.cols, max_blocks,
-                        int(neox), mscale, *words)
-    factors = rec.empty() if freqs is None or not rope_dim else _vector(freqs, rope_dim // 2, "rope frequency factors")
+    params = rec.params("rope", f"7If{len(words)}I", n_head, stored, head_dim, rope.dim, qkv.cols, kv.max_blocks,
+                        int(rope.neox), rope.mscale, *words)
+    factors = rec.empty() if freqs is None or not rope.dim else _vector(freqs, rope.dim // 2, "rope frequency factors")
     heads = n_head + 2 * stored
     # q and k are rotated in place; k and v are stored into the cache.
-    kv_row = 2 * stored * head_dim * kvlayout.CACHE_TYPES[cache]
-    rec.add(kernel, (params, rec.step, qkv.buffer, tokens, k_cache, v_cache, block_table, factors),
+    kv_row = 2 * stored * head_dim * kvlayout.CACHE_TYPES[kv.dtype]
+    rec.add(kernel, (params, rec.step, qkv.buffer, tokens, kv.k, kv.v, kv.table, factors),
             (cdiv(heads * head_dim // 2, 64), qkv.rows, 1),
             Traffic(reads=qkv.rows * (heads * head_dim * F32 + 16),
                     writes=qkv.rows * ((n_head + stored) * head_dim * F32 + kv_row)))
@@ -284,18 +283,19 @@ def flash_shape(rows: int, n_head: int, n_kv_head: int, head_dim: int, max_workg
     return FlashShape(tokens, heads, tile)
 
 
-def attention(rec: Recorder, qkv: Act, tokens: Binding, k_cache: Buffer, v_cache: Buffer, block_table: Buffer,
-              out: Act, *, n_head: int, n_kv_head: int, head_dim: int, scale: float, max_blocks: int,
-              max_context: int, window: int = 0, softcap: float = 0.0, splits: int | None = None,
-              kv_type: str | None = None, kernel: str | None = None) -> None:
-    """out[t, h] = causal softmax(q_t,h . K * scale) V over the token's own sequence in the paged cache.
+def attention(rec: Recorder, qkv: Act, tokens: Binding, kv: KVLayer, out: Act, shape: AttentionShape, *,
+              context: int | None = None, splits: int | None = None, kernel: str | None = None) -> None:
+    """out[t, h] = causal softmax(q_t,h . K * scale) V over the token's own sequence in the layer's paged cache.
 
-    `window` > 0 limits a token at position p to positions > p - window; `softcap` > 0 squashes scores with
-    softcap * tanh(score / softcap). `kv_type` is the cache's element type (KVCache.dtype; default: the adapter's).
+    A shape's `window` > 0 limits a token at position p to positions > p - window; its `softcap` > 0 squashes
+    scores with softcap * tanh(score / softcap). `context` bounds the positions any token of the program sees
+    (default: the cache's whole context).
     `kernel` (variants.ATTENTION_KERNELS) and `splits` (ranges per token) override the adapter's choices
     (variants.Variants.attention_kernel, attention_splits, flash_splits); tests use them to cover every variant.
     """
-    if qkv.cols != (n_head + 2 * n_kv_head) * head_dim or out.cols < n_head * head_dim or out.rows < qkv.rows:
+    n_head, n_kv_head, head_dim, window = shape.n_head, shape.n_kv_head, shape.head_dim, shape.window
+    max_context = context or kv.max_context
+    if qkv.cols != shape.qkv_width or out.cols < shape.q_dim or out.rows < qkv.rows:
         raise ValueError(f"attention over {n_head}/{n_kv_head} heads of {head_dim}: qkv is {qkv.rows}x{qkv.cols}, "
                          f"out {out.rows}x{out.cols}")
     if n_head % n_kv_head or head_dim % 4 or out.cols % 4:
@@ -309,16 +309,13 @@ def attention(rec: Recorder, qkv: Act, tokens: Binding, k_cache: Buffer, v_cache
     if kernel not in variants.ATTENTION_KERNELS:
         raise ValueError(f"attention kernel must be one of {variants.ATTENTION_KERNELS}, not {kernel!r}")
     hd4 = head_dim // 4
-    cache = kvlayout.cache_type(rec.device.info, kv_type)
-    kv_values = kvlayout.shader_values(cache)
+    kv_values = kvlayout.shader_values(kv.dtype)
     if kernel == "scores":
         heads = grouped_heads(n_head // n_kv_head)
         span = min(max_context, window) if window else max_context  # positions one token sees at most
         score_bytes = qkv.rows * (n_head // heads) * span * 16
         if span <= variants.SCORES_MAX_SPAN and score_bytes <= rec.device.info.max_binding_size:
-            _attention_scores(rec, qkv, tokens, k_cache, v_cache, block_table, out, heads, span, score_bytes,
-                              n_head=n_head, n_kv_head=n_kv_head, head_dim=head_dim, scale=scale,
-                              max_blocks=max_blocks, window=window, softcap=softcap, kv_values=kv_values, cache=cache)
+            _attention_scores(rec, qkv, tokens, kv, out, shape, heads, span, score_bytes)
             return
         if forced:
             raise ValueError(f"the scores attention kernel takes at most {variants.SCORES_MAX_SPAN} positions and "
@@ -326,28 +323,28 @@ def attention(rec: Recorder, qkv: Act, tokens: Binding, k_cache: Buffer, v_cache
                              f"positions need {score_bytes}")
         kernel = "grouped"  # the adapter's rule past what the scores kernel takes (Variants.attention_kernel)
     if kernel == "flash":
-        shape = flash_shape(qkv.rows, n_head, n_kv_head, head_dim, rec.device.info.max_workgroup_storage)
-        groups = cdiv(qkv.rows, shape.tokens) * (n_head // shape.heads)
-        n_splits = splits or v.flash_splits(groups, max_context, shape.tile)
+        flash = flash_shape(qkv.rows, n_head, n_kv_head, head_dim, rec.device.info.max_workgroup_storage)
+        groups = cdiv(qkv.rows, flash.tokens) * (n_head // flash.heads)
+        n_splits = splits or v.flash_splits(groups, max_context, flash.tile)
     else:
         heads = grouped_heads(n_head // n_kv_head) if kernel == "grouped" else 1
         n_splits = splits or v.attention_splits(qkv.rows, n_head // heads, max_context, kernel)
     record_bytes = (hd4 + 1) * 16
     n_splits = max(1, min(n_splits, rec.device.info.max_binding_size // (qkv.rows * n_head * record_bytes)))
-    params = rec.params("attention", "8I2f", n_head, n_kv_head, qkv.cols, out.cols, max_blocks, window, n_splits,
-                        qkv.rows, scale, softcap)
+    params = rec.params("attention", "8I2f", n_head, n_kv_head, qkv.cols, out.cols, kv.max_blocks, window,
+                        n_splits, qkv.rows, shape.scale, shape.softcap)
     dst = out.buffer if n_splits == 1 else rec.scratch(qkv.rows * n_head * n_splits * record_bytes)
-    bindings = (params, rec.step, qkv.buffer, tokens, k_cache, v_cache, block_table, dst)
+    bindings = (params, rec.step, qkv.buffer, tokens, kv.k, kv.v, kv.table, dst)
     # The program's tokens see at most `max_context` positions (a window's worth for one token) of one sequence's
     # K and V: each is read once.
-    span = min(max_context, max_blocks * BLOCK_TOKENS, window + qkv.rows if window else max_context)
-    kv_read = span * 2 * n_kv_head * head_dim * kvlayout.CACHE_TYPES[cache]
-    q_bytes, out_bytes = qkv.rows * n_head * head_dim * F32, qkv.rows * n_head * head_dim * F32
+    span = min(max_context, kv.max_blocks * BLOCK_TOKENS, window + qkv.rows if window else max_context)
+    kv_read = span * 2 * shape.kv_dim * kvlayout.CACHE_TYPES[kv.dtype]
+    q_bytes = out_bytes = qkv.rows * shape.q_dim * F32
     partial = qkv.rows * n_head * n_splits * record_bytes
     traffic = Traffic(reads=q_bytes + kv_read, writes=out_bytes if n_splits == 1 else partial)
     if kernel == "flash":
-        walk = rec.kernels.get("attention_flash.wgsl", HD4=hd4, WG=FLASH_WG, TT=shape.tokens, QH=shape.heads,
-                               TP=shape.tile, MIN_RANGE=variants.ATTN_MIN_RANGE, BLOCK_TOKENS=BLOCK_TOKENS,
+        walk = rec.kernels.get("attention_flash.wgsl", HD4=hd4, WG=FLASH_WG, TT=flash.tokens, QH=flash.heads,
+                               TP=flash.tile, MIN_RANGE=variants.ATTN_MIN_RANGE, BLOCK_TOKENS=BLOCK_TOKENS,
                                **kv_values)
         rec.add(walk, bindings, _grid_1d(groups * n_splits, 1), traffic)
     else:
@@ -361,21 +358,19 @@ def attention(rec: Recorder, qkv: Act, tokens: Binding, k_cache: Buffer, v_cache
                 Traffic(reads=partial, writes=out_bytes))
 
 
-def _attention_scores(rec: Recorder, qkv: Act, tokens: Binding, k_cache: Buffer, v_cache: Buffer,
-                      block_table: Buffer, out: Act, heads: int, span: int, score_bytes: int, *, n_head: int,
-                      n_kv_head: int, head_dim: int, scale: float, max_blocks: int, window: int, softcap: float,
-                      kv_values: dict, cache: str) -> None:
+def _attention_scores(rec: Recorder, qkv: Act, tokens: Binding, kv: KVLayer, out: Act, shape: AttentionShape,
+                      heads: int, span: int, score_bytes: int) -> None:
     """ops.attention's "scores" kernel: the scores of `heads` heads at a time against `span` positions per token
     into scratch (attention_scores.wgsl), then V weighed by their softmax (attention_values.wgsl)."""
-    groups = n_head // heads
-    hd4 = head_dim // 4
-    params = rec.params("attention", "8I2f", n_head, n_kv_head, qkv.cols, out.cols, max_blocks, window, span,
-                        qkv.rows, scale, softcap)
+    groups = shape.n_head // heads
+    hd4 = shape.head_dim // 4
+    params = rec.params("attention", "8I2f", shape.n_head, shape.n_kv_head, qkv.cols, out.cols, kv.max_blocks,
+                        shape.window, span, qkv.rows, shape.scale, shape.softcap)
     scores = rec.scratch(score_bytes)
-    bindings = (params, rec.step, qkv.buffer, tokens, k_cache, v_cache, block_table, scores)
-    kv_bytes = span * n_kv_head * head_dim * kvlayout.CACHE_TYPES[cache]
-    act_bytes = qkv.rows * n_head * head_dim * F32
-    values = dict(HD4=hd4, QH=heads, WG=SCORES_WG, BLOCK_TOKENS=BLOCK_TOKENS, **kv_values)
+    bindings = (params, rec.step, qkv.buffer, tokens, kv.k, kv.v, kv.table, scores)
+    kv_bytes = span * shape.kv_dim * kvlayout.CACHE_TYPES[kv.dtype]
+    act_bytes = qkv.rows * shape.q_dim * F32
+    values = dict(HD4=hd4, QH=heads, WG=SCORES_WG, BLOCK_TOKENS=BLOCK_TOKENS, **kvlayout.shader_values(kv.dtype))
     runs = qkv.rows * groups * cdiv(span, 4)  # attention_scores.wgsl takes four positions per invocation
     rec.add(rec.kernels.get("attention_scores.wgsl", **values), bindings, _grid_1d(runs, SCORES_WG),
             Traffic(reads=act_bytes + kv_bytes, writes=score_bytes))

@@ -139,7 +139,3 @@ def parse_size(text: str, what: str) -> int:
     if not m:
         raise InvalidRequestError(f"{what}: {text!r} is not a size (e.g. 512MiB, 2GiB, 1048576)")
     return int(float(m.group(1)) * _UNITS[(m.group(2) or "").lower()])
-
-
-def profile_names() -> list[str]:
-    return list(PROFILES)

@@ -32,13 +32,15 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import __version__
+from ..paths import llmchat_home
+from ..version import __version__
 from ..errors import ShaderError
+from ..gguf.config import AttentionShape
 from ..gguf.types import GGMLType
 from . import ops
 from .device import Buffer, Device, Program
 from .kernels import Kernels
-from .kvlayout import BLOCK_TOKENS, blocks_for, cache_type, layer_bytes
+from .kvlayout import BLOCK_TOKENS, KVLayer, blocks_for, cache_type, layer_bytes
 from .recorder import Recorder
 from .tensors import Weight, WeightPart
 from ..errors import GPUError
@@ -109,7 +111,6 @@ class FileStore:
 
     def __init__(self, root: Path | None = None):
         if root is None:
-            from ..hub.catalogue import llmchat_home  # noqa: PLC0415 (not needed in the browser)
             root = llmchat_home() / "tune"
         self.root = Path(root)
 
@@ -250,7 +251,7 @@ def _measure(ctx: TuneContext, case: TuneCase, budget: dict[str, float], report:
         for t in trials:
             if r and (budget["timed"] <= 0 or (t[4] > SLOW * fastest and t is not trials[0])):
                 continue
-            wall, cost = _timed(ctx.device, t[1], t[2])
+            wall, cost = time_run(ctx.device, t[1], t[2])
             budget["timed"] -= wall
             t[4] = min(t[4], cost / t[3])
     for choice, _, _, _, seconds in trials:
@@ -277,7 +278,7 @@ def sweep(ctx: TuneContext, rounds: int = ROUNDS) -> dict[str, dict]:
         runs = {name: [] for name, *_ in trials}
         for _ in range(rounds):
             for name, program, out, n in trials:
-                runs[name].append(_timed(ctx.device, program, out)[1] / n)
+                runs[name].append(time_run(ctx.device, program, out)[1] / n)
         fastest = min(runs, key=lambda name: min(runs[name]))
         result[f"{case.family}/{case.key}"] = {
             "shape": case.shape, "us_per_dispatch": {k: round(min(v) * 1e6, 2) for k, v in runs.items()},
@@ -310,10 +311,10 @@ def _trial(ctx: TuneContext, case: TuneCase, choice, n: int = 0) -> tuple[Progra
 
 def _best_wall(device: Device, program: Program, out: Buffer) -> float:
     """The shorter wall time of two runs (the first run of a new recording may still pay for setting it up)."""
-    return min(_timed(device, program, out)[0] for _ in range(2))
+    return min(time_run(device, program, out)[0] for _ in range(2))
 
 
-def _timed(device: Device, program: Program, out: Buffer) -> tuple[float, float]:
+def time_run(device: Device, program: Program, out: Buffer) -> tuple[float, float]:
     """(wall seconds, cost) of one run: the cost is wall time on GPUs; on CPU emulators, which run kernels on
     this process's threads, it is this process's CPU seconds, which other programs competing for the cores
     barely move (tools/bench/kernel_speed.py reports both). In Pyodide process_time is the wall clock (emscripten's
@@ -481,6 +482,8 @@ def _attention_trial(ctx: TuneContext, n_head: int, n_kv_head: int, head_dim: in
         device.write(cache[-1], values)
     table = device.buffer(n_blocks * 4, "tune.block_table")
     device.write(table, struct.pack(f"<{n_blocks}I", *range(n_blocks)))
+    layer = KVLayer(cache[0], cache[1], table, n_blocks, ATTENTION_POSITIONS, kv_type)
+    shape = AttentionShape(n_head, n_kv_head, head_dim, scale=head_dim ** -0.5)
     records = device.buffer(tokens * 16, "tune.tokens")
     first = ATTENTION_POSITIONS - tokens
     device.write(records, b"".join(struct.pack("<4I", 0, first + t, 0, 0) for t in range(tokens)))
@@ -497,9 +500,7 @@ def _attention_trial(ctx: TuneContext, n_head: int, n_kv_head: int, head_dim: in
                                                                                         n_head * head_dim)
             device.write(acts["qkv"].buffer, qkv_bytes)
         for _ in range(n):
-            ops.attention(rec, acts["qkv"], records, cache[0], cache[1], table, acts["out"], n_head=n_head,
-                          n_kv_head=n_kv_head, head_dim=head_dim, scale=head_dim ** -0.5, max_blocks=n_blocks,
-                          max_context=ATTENTION_POSITIONS, kv_type=kv_type, kernel=kernel)
+            ops.attention(rec, acts["qkv"], records, layer, acts["out"], shape, kernel=kernel)
         return rec.finish(), acts["out"].buffer, tokens * n_head * head_dim * 4
 
     return trial

@@ -34,11 +34,12 @@ CPU): the first walk of a state costs at most ~5 ms on SmolLM2's 49k vocabulary 
 (p99 0.3 / 0.6 ms); a cached state ~1 us; `allows` ~1 us; the GPU bitset at most 0.09 ms (packed with big-int
 shifts, not a loop); compiling the JSON grammar ~1 ms; building the index 0.3 s / 1.4 s.
 """
+from .constraint import Constraint
 from .grammar import Grammar
 from .json_schema import JSON_GBNF, SchemaRules, json_object_gbnf, schema_to_gbnf
 from .matcher import Matcher
 from .regex import literal, regex_to_gbnf
 from .vocab import AllowedSet, VocabIndex
 
-__all__ = ["JSON_GBNF", "AllowedSet", "Grammar", "Matcher", "SchemaRules", "VocabIndex", "json_object_gbnf",
-           "literal", "regex_to_gbnf", "schema_to_gbnf"]
+__all__ = ["JSON_GBNF", "AllowedSet", "Constraint", "Grammar", "Matcher", "SchemaRules", "VocabIndex",
+           "json_object_gbnf", "literal", "regex_to_gbnf", "schema_to_gbnf"]

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 
 from ..errors import GrammarError
 from .gbnf import ParsedGrammar, parse as parse_gbnf
+from .matcher import Matcher, State
 
 END, BYTES, TOKEN, REF = 0, 1, 2, 3
 MAX_STACKS = 4096          # parse stacks in one state: more means an ambiguous grammar about to blow up
@@ -68,9 +69,13 @@ class Grammar:
         self._names = names
         self._alts = alts
         self._closures: list[tuple[tuple[tuple[int, ...], ...], bool] | None] = [None] * len(kind)
+        # What each position matches as the top of a stack, read by every state's transitions: its byte set
+        # (0: not a byte set) and its special token (-1: not a token).
+        self.byte_sets = [a if k == BYTES else 0 for k, a in zip(kind, arg)]
+        self.tokens = [a if k == TOKEN else -1 for k, a in zip(kind, arg)]
         self.special_ids = frozenset(a for k, a in zip(kind, arg) if k == TOKEN)
         self._lock = threading.Lock()
-        self._states: dict[frozenset, object] = {}
+        self._states: dict[frozenset, State] = {}
         self._initial = None
         self._initial = self._start_state()
 
@@ -82,9 +87,8 @@ class Grammar:
         key = None if special is None else tuple(sorted(special.items()))
         return _parse_cached(gbnf, root, key)
 
-    def matcher(self):
+    def matcher(self) -> Matcher:
         """A matcher at the start of the grammar (one per sequence)."""
-        from .matcher import Matcher  # matcher.py builds on this module; importing it here avoids a cycle
         return Matcher(self, self._initial)
 
     def __repr__(self) -> str:
@@ -160,14 +164,13 @@ class Grammar:
                 out.add(())
         return self.intern(frozenset(out))
 
-    def intern(self, stacks: frozenset):
+    def intern(self, stacks: frozenset) -> State:
         """The one state object for this set of stacks."""
         state = self._states.get(stacks)
         if state is not None:
             return state
         if len(stacks) > MAX_STACKS:
             raise self._too_ambiguous(len(stacks), next(iter(stacks))[-1] if any(stacks) else 0)
-        from .matcher import State  # see matcher()
         with self._lock:
             state = self._states.get(stacks)
             if state is None:

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from .grammar import BYTES, TOKEN, Grammar
+if TYPE_CHECKING:
+    from .grammar import Grammar
 
-_UNSET = object()  # transition not computed yet (None: computed, and the symbol is rejected)
+UNSET = object()  # a transition not computed yet (None: computed, and the symbol is rejected)
 
 
 class State:
@@ -24,7 +26,7 @@ class State:
     def __init__(self, grammar: Grammar, stacks: frozenset) -> None:
         self.grammar = grammar
         self.stacks = stacks
-        self.next: list = [_UNSET] * 256   # byte -> State | None
+        self.next: list = [UNSET] * 256   # byte -> State | None
         self.special: dict[int, State | None] = {}
         self.can_end = () in stacks
         self.finished = self.can_end and len(stacks) == 1
@@ -33,11 +35,10 @@ class State:
             if st:
                 by_top.setdefault(st[-1], []).append(st)
         self._by_top = by_top
-        kind, arg = grammar._kind, grammar._arg
+        byte_sets = grammar.byte_sets
         mask = 0
         for t in by_top:
-            if kind[t] == BYTES:
-                mask |= arg[t]
+            mask |= byte_sets[t]
         self.byte_mask = mask  # bytes that some stack accepts; every other byte is rejected
         self._relative: State | None = None
         self.text_loop: bool | None = None  # see vocab._is_text_loop
@@ -64,29 +65,30 @@ class State:
         """The state after `symbol`, or None if no stack accepts it (computed once, then looked up)."""
         if symbol < 256:
             nxt = self.next[symbol]
-            if nxt is _UNSET:
+            if nxt is UNSET:
                 nxt = self.next[symbol] = self._compute(symbol)
             return nxt
-        nxt = self.special.get(symbol, _UNSET)
-        if nxt is _UNSET:
+        nxt = self.special.get(symbol, UNSET)
+        if nxt is UNSET:
             nxt = self.special[symbol] = self._compute(symbol)
         return nxt
 
     def _compute(self, symbol: int) -> State | None:
         grammar = self.grammar
-        kind, arg = grammar._kind, grammar._arg
         out: set[tuple[int, ...]] = set()
         if symbol < 256:
             if not (self.byte_mask >> symbol) & 1:
                 return None
+            byte_sets = grammar.byte_sets
             for t, stacks in self._by_top.items():
-                if kind[t] == BYTES and (arg[t] >> symbol) & 1:
+                if (byte_sets[t] >> symbol) & 1:
                     for st in stacks:
                         grammar.step(st, out)
         else:
             token = symbol - 256
+            tokens = grammar.tokens
             for t, stacks in self._by_top.items():
-                if kind[t] == TOKEN and arg[t] == token:
+                if tokens[t] == token:
                     for st in stacks:
                         grammar.step(st, out)
         if not out:
@@ -120,7 +122,7 @@ class Matcher:
         for sym in symbols:
             if sym < 256:
                 nxt = state.next[sym]
-                if nxt is _UNSET:
+                if nxt is UNSET:
                     nxt = state.advance(sym)
             else:
                 nxt = state.advance(sym)

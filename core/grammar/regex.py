@@ -42,7 +42,7 @@ def _union(*sets: Ranges) -> Ranges:
     return tuple(normalize([r for s in sets for r in s]))
 
 
-def _minus(a: Ranges, b: Ranges) -> Ranges:
+def minus(a: Ranges, b: Ranges) -> Ranges:
     return _intersect(a, _complement(b))
 
 
@@ -356,7 +356,7 @@ def _json_chars(ranges: Ranges) -> str:
     raw = _intersect(ranges, JSON_RAW)
     if raw:
         alts.append(char_class(raw))
-    escaped = [cp for lo, hi in _minus(ranges, JSON_RAW) for cp in range(lo, hi + 1)]
+    escaped = [cp for lo, hi in minus(ranges, JSON_RAW) for cp in range(lo, hi + 1)]
     alts += [literal(_SHORT_ESCAPES[cp]) for cp in escaped if cp in _SHORT_ESCAPES]
     alts += _unicode_escapes(escaped)
     return alts[0] if len(alts) == 1 else "(" + " | ".join(alts) + ")"

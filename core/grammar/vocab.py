@@ -18,7 +18,7 @@ from collections import OrderedDict
 from collections.abc import Iterator
 from itertools import accumulate, compress
 
-from .matcher import _UNSET, Matcher, State
+from .matcher import UNSET, Matcher, State
 
 # What the allowed-set cache of one vocabulary may hold, in 4-byte units: ids, plus a bitset's worth per entry
 # (64 MB: ~2,000 states of a 262k vocabulary, ~10,000 of a 49k one).
@@ -261,7 +261,7 @@ class VocabIndex:
             parent = states[d - 1]
             b = node_byte[i]
             nxt = parent.next[b]
-            if nxt is _UNSET:
+            if nxt is UNSET:
                 nxt = parent.advance(b)
             if nxt is None:
                 end = node_end[i]
@@ -369,8 +369,8 @@ def pack_bits(flags: bytes | bytearray) -> bytes:
 
 def _accepts(state: State, symbols: bytes) -> bool:
     for b in symbols:
-        nxt = state.next[b] if b < 256 else _UNSET
-        if nxt is _UNSET:
+        nxt = state.next[b] if b < 256 else UNSET
+        if nxt is UNSET:
             nxt = state.advance(b)
         if nxt is None:
             return False

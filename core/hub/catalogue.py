@@ -33,6 +33,7 @@ from . import wheels
 from ..errors import ModelNotFoundError, SourceError
 from .refs import HubRef, file_url, hub_endpoint, named_files, parse_reference
 from ..gguf.sources import is_url
+from ..paths import llmchat_home
 from .wheels import WheelPart
 
 
@@ -127,12 +128,6 @@ CATALOGUE: dict[str, CatalogueEntry] = {
              "Phi-4-mini Instruct (3.8B), Q4_K_M (2.49 GB)"),
     )
 }
-
-
-def llmchat_home() -> Path:
-    """The root of everything llmchat caches: `$LLMCHAT_HOME`, else `~/.cache/llmchat`."""
-    configured = os.environ.get("LLMCHAT_HOME")
-    return Path(configured).expanduser() if configured else Path.home() / ".cache" / "llmchat"
 
 
 def models_dir() -> Path:

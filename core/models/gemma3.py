@@ -18,9 +18,9 @@ n_embd / n_head, scales by n_embd / n_head instead).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from ..gguf.config import Metadata, ModelConfig
+from ..gguf.config import AttentionShape, Metadata, ModelConfig, Rope
 from ..errors import ModelMetadataError
 from ..gpu import ops
 from ..gpu.device import Buffer
@@ -66,6 +66,12 @@ class Gemma3Config(ModelConfig):
                    rope_base_local=m.get("rope.freq_base_swa", 10000.0, float, above=0.0),
                    attention_scale=query_length ** -0.5,
                    final_logit_softcapping=m.get("final_logit_softcapping", 0.0, float, minimum=0.0))
+
+    def attention_shape(self, layer: int) -> AttentionShape:
+        shape = replace(super().attention_shape(layer), scale=self.attention_scale)
+        if self.local_layers[layer]:  # RoPE of their own base, without the global layers' scaling
+            shape = replace(shape, rope=Rope(self.rope_dim, self.rope_base_local), window=self.sliding_window)
+        return shape
 
     def tensor_shapes(self) -> dict[str, tuple[Dim, ...]]:
         head, embd = self.dim("head_dim"), self.dim("n_embd")
@@ -134,19 +140,11 @@ class Gemma3:
         up = acts.up if "up" in acts else None
         ops.embed(rec, self.token_embd, acts.tokens, x, scale=math.sqrt(c.n_embd))
         for i, blk in enumerate(self.blk):
-            local = c.local_layers[i]
+            shape = c.attention_shape(i)
             project(rec, blk.attn_qkv, x, qkv, norm=norm(x, blk.attn_norm))
-            ops.qk_norm(rec, qkv, blk.attn_q_norm, blk.attn_k_norm, c.norm_eps, head_dim=c.head_dim,
-                        n_head=c.n_head, n_kv_head=c.n_kv_head)
-            ops.rope_store(rec, qkv, acts.tokens, kv.k[i], kv.v[i], kv.table, n_head=c.n_head,
-                           n_kv_head=c.n_kv_head, head_dim=c.head_dim, rope_dim=c.rope_dim,
-                           freq_base=c.rope_base_local if local else c.rope_base,
-                           freq_scale=1.0 if local else c.rope_freq_scale, neox=True, max_blocks=kv.max_blocks,
-                           kv_type=kv.dtype)
-            ops.attention(rec, qkv, acts.tokens, kv.k[i], kv.v[i], kv.table, attn, n_head=c.n_head,
-                          n_kv_head=c.n_kv_head, head_dim=c.head_dim, scale=c.attention_scale,
-                          max_blocks=kv.max_blocks, kv_type=kv.dtype, max_context=context or kv.max_context,
-                          window=c.sliding_window if local else 0)
+            ops.qk_norm(rec, qkv, blk.attn_q_norm, blk.attn_k_norm, c.norm_eps, shape)
+            ops.rope_store(rec, qkv, acts.tokens, kv.layer(i), shape)
+            ops.attention(rec, qkv, acts.tokens, kv.layer(i), attn, shape, context=context)
             ops.matmul(rec, blk.attn_output, attn, branch)
             ops.rmsnorm(rec, branch, blk.post_attention_norm, x, c.norm_eps, add=True)
             gated(rec, blk.ffn_gate_up, x, ff, up, norm=norm(x, blk.ffn_norm), act="gelu")

@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..gguf.config import MAX_LAYERS, Metadata, ModelConfig
+from ..gguf.config import MAX_LAYERS, AttentionShape, Metadata, ModelConfig, Rope
 from ..errors import ModelMetadataError, UnsupportedModelError
 from ..gpu import ops
 from ..gpu.device import Buffer
@@ -104,11 +104,13 @@ class Gemma4Config(ModelConfig):
                    # llama.cpp caps at 30 when the file names no cap (Gemma 4's value)
                    final_logit_softcapping=m.get("final_logit_softcapping", 30.0, float, minimum=0.0))
 
-    def layer_head_dim(self, i: int) -> int:
-        return self.head_dim_local if self.local_layers[i] else self.head_dim
-
-    def qkv_width(self, i: int) -> int:
-        return (self.n_head + 2 * self.kv_heads[i]) * self.layer_head_dim(i)
+    def attention_shape(self, layer: int) -> AttentionShape:
+        # Scores unscaled: the per-head norms of q and k fix their size.
+        if self.local_layers[layer]:
+            return AttentionShape(self.n_head, self.kv_heads[layer], self.head_dim_local, scale=1.0,
+                                  rope=Rope(self.rope_dim_local, self.rope_base_local), window=self.sliding_window)
+        return AttentionShape(self.n_head, self.kv_heads[layer], self.head_dim, scale=1.0,
+                              rope=Rope(self.rope_dim, self.rope_base, self.rope_freq_scale))
 
     def tensor_shapes(self) -> dict[str, tuple[Dim, ...]]:
         key = lambda k: f"{self.arch}.{k}"  # noqa: E731
@@ -216,9 +218,9 @@ class Gemma4:
         # `branch`: a sub-block's output before its post-norm joins the residual stream; `ple`: every layer's
         # per-layer input side by side, `ple_proj` its projected part, `pl` one layer's gated per-layer input.
         c = self.config
-        layers = range(c.n_layer)
-        specs = [ActivationSpec("x", c.n_embd), ActivationSpec("qkv", max(c.qkv_width(i) for i in layers)),
-                 ActivationSpec("attn", c.n_head * max(c.layer_head_dim(i) for i in layers)),
+        shapes = [c.attention_shape(i) for i in range(c.n_layer)]
+        specs = [ActivationSpec("x", c.n_embd), ActivationSpec("qkv", max(s.qkv_width for s in shapes)),
+                 ActivationSpec("attn", max(s.q_dim for s in shapes)),
                  ActivationSpec("ff", c.n_ff), ActivationSpec("last", c.n_embd, per_out_row=True),
                  ActivationSpec("branch", c.n_embd)]
         if not self.fold_norms:
@@ -233,7 +235,7 @@ class Gemma4:
 
     def kv_widths(self) -> list[int]:
         c = self.config
-        return [c.kv_heads[i] * c.layer_head_dim(i) if c.kv_source[i] == i else 0 for i in range(c.n_layer)]
+        return [c.attention_shape(i).kv_dim if c.kv_source[i] == i else 0 for i in range(c.n_layer)]
 
     def record(self, rec: Recorder, acts: Activations, kv, logits_out: Act, context: int | None = None) -> None:
         c = self.config
@@ -247,27 +249,20 @@ class Gemma4:
             ops.rmsnorm(rec, acts.ple_proj, self.per_layer_proj_norm, acts.ple, c.norm_eps * c.n_embd, dim=n_pl,
                         groups=c.n_layer, add=True)
         for i, blk in enumerate(self.blk):
-            local, src = c.local_layers[i], c.kv_source[i]
-            hd, n_kv = c.layer_head_dim(i), c.kv_heads[i]
-            q_dim = c.n_head * hd
-            qkv = Act(acts.qkv.buffer, rows, c.qkv_width(i))
-            attn = Act(acts.attn.buffer, rows, q_dim)
+            shape, src = c.attention_shape(i), c.kv_source[i]
+            qkv = Act(acts.qkv.buffer, rows, shape.qkv_width)
+            attn = Act(acts.attn.buffer, rows, shape.q_dim)
             project(rec, blk.attn_qkv, x, qkv, norm=norm(x, blk.attn_norm))
             if src == i:
-                ops.qk_norm(rec, qkv, blk.attn_q_norm, blk.attn_k_norm, c.norm_eps, head_dim=hd, n_head=c.n_head,
-                            n_kv_head=n_kv)
-                ops.rmsnorm(rec, qkv, None, qkv, c.norm_eps, dim=hd, groups=n_kv, offset=q_dim + n_kv * hd)
+                ops.qk_norm(rec, qkv, blk.attn_q_norm, blk.attn_k_norm, c.norm_eps, shape)
+                ops.rmsnorm(rec, qkv, None, qkv, c.norm_eps, dim=shape.head_dim, groups=shape.n_kv_head,
+                            offset=shape.q_dim + shape.kv_dim)
             else:
-                ops.rmsnorm(rec, qkv, blk.attn_q_norm, qkv, c.norm_eps, dim=hd, groups=c.n_head)
-            ops.rope_store(rec, qkv, acts.tokens, kv.k[src], kv.v[src], kv.table, n_head=c.n_head, n_kv_head=n_kv,
-                           head_dim=hd, rope_dim=c.rope_dim_local if local else c.rope_dim,
-                           freq_base=c.rope_base_local if local else c.rope_base,
-                           freq_scale=1.0 if local else c.rope_freq_scale, neox=True,
-                           freqs=None if local else self.rope_freqs, max_blocks=kv.max_blocks, kv_type=kv.dtype,
-                           store=src == i)
-            ops.attention(rec, qkv, acts.tokens, kv.k[src], kv.v[src], kv.table, attn, n_head=c.n_head,
-                          n_kv_head=n_kv, head_dim=hd, scale=1.0, max_blocks=kv.max_blocks, kv_type=kv.dtype,
-                          max_context=context or kv.max_context, window=c.sliding_window if local else 0)
+                ops.rmsnorm(rec, qkv, blk.attn_q_norm, qkv, c.norm_eps, dim=shape.head_dim, groups=shape.n_head)
+            # A layer without a cache of its own rotates q only and attends over its source layer's.
+            ops.rope_store(rec, qkv, acts.tokens, kv.layer(src), shape,
+                           freqs=None if c.local_layers[i] else self.rope_freqs, store=src == i)
+            ops.attention(rec, qkv, acts.tokens, kv.layer(src), attn, shape, context=context)
             ops.matmul(rec, blk.attn_output, attn, branch)
             ops.rmsnorm(rec, branch, blk.post_attention_norm, x, c.norm_eps, add=True)
             ff = Act(acts.ff.buffer, rows, c.ffn_lengths[i])

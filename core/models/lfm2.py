@@ -19,9 +19,9 @@ positions (their own included), as llama.cpp runs them.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from ..gguf.config import MAX_LAYERS, Metadata, ModelConfig
+from ..gguf.config import MAX_LAYERS, AttentionShape, Metadata, ModelConfig
 from ..errors import ModelMetadataError, UnsupportedModelError
 from ..gpu import ops, state_ops
 from ..gpu.device import Buffer
@@ -64,6 +64,9 @@ class Lfm2Config(ModelConfig):
             raise ModelMetadataError(f"{where}: metadata {m.arch}.attention.head_count_kv has no attention layer")
         return cls(**common, conv_layers=conv, l_cache=l_cache,
                    sliding_window=m.get("attention.sliding_window", 0, minimum=0))
+
+    def attention_shape(self, layer: int) -> AttentionShape:
+        return replace(super().attention_shape(layer), window=self.sliding_window)
 
     def tensor_shapes(self) -> dict[str, tuple[Dim, ...]]:
         head, embd = self.dim("head_dim"), self.dim("n_embd")
@@ -158,17 +161,11 @@ class Lfm2:
                                     l_cache=c.l_cache)
                 ops.matmul(rec, mix.out_proj, attn, x, mode=ops.ADD)
             else:
+                shape = c.attention_shape(i)
                 project(rec, mix.attn_qkv, x, qkv, norm=norm(x, blk.attn_norm))
-                ops.qk_norm(rec, qkv, mix.attn_q_norm, mix.attn_k_norm, c.norm_eps, head_dim=c.head_dim,
-                            n_head=c.n_head, n_kv_head=c.n_kv_head)
-                ops.rope_store(rec, qkv, acts.tokens, kv.k[i], kv.v[i], kv.table, n_head=c.n_head,
-                               n_kv_head=c.n_kv_head, head_dim=c.head_dim, rope_dim=c.rope_dim,
-                               freq_base=c.rope_base, freq_scale=c.rope_freq_scale, neox=True,
-                               max_blocks=kv.max_blocks, kv_type=kv.dtype)
-                ops.attention(rec, qkv, acts.tokens, kv.k[i], kv.v[i], kv.table, attn, n_head=c.n_head,
-                              n_kv_head=c.n_kv_head, head_dim=c.head_dim, scale=c.head_dim ** -0.5,
-                              max_blocks=kv.max_blocks, kv_type=kv.dtype, max_context=context or kv.max_context,
-                              window=c.sliding_window)
+                ops.qk_norm(rec, qkv, mix.attn_q_norm, mix.attn_k_norm, c.norm_eps, shape)
+                ops.rope_store(rec, qkv, acts.tokens, kv.layer(i), shape)
+                ops.attention(rec, qkv, acts.tokens, kv.layer(i), attn, shape, context=context)
                 ops.matmul(rec, mix.attn_output, attn, x, mode=ops.ADD)
             gated(rec, blk.ffn_gate_up, x, ff, up, norm=norm(x, blk.ffn_norm))
             ops.matmul(rec, blk.ffn_down, ff, x, mode=ops.ADD)

@@ -11,9 +11,9 @@ Q, K and V are stacked into one weight (one dispatch) when they share a quant ty
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from ..gguf.config import Metadata, ModelConfig
+from ..gguf.config import AttentionShape, Metadata, ModelConfig, Rope
 from ..gpu import ops
 from ..gpu.device import Buffer
 from ..gpu.recorder import Act, Recorder
@@ -39,6 +39,10 @@ class LlamaConfig(ModelConfig):
         nope_step = 4 if m.arch == "smollm3" else 0
         return cls(**common, rope_neox=m.arch in ("qwen2", "qwen3"), qk_norm=m.arch == "qwen3",
                    rope_layers=tuple(not nope_step or (i + 1) % nope_step != 0 for i in range(n_layer)))
+
+    def attention_shape(self, layer: int) -> AttentionShape:
+        rope = Rope(self.rope_dim, self.rope_base, self.rope_freq_scale, neox=self.rope_neox)
+        return replace(super().attention_shape(layer), rope=rope if self.rope_layers[layer] else None)
 
     def tensor_shapes(self) -> dict[str, tuple[Dim, ...]]:
         head = self.dim("head_dim")
@@ -104,18 +108,12 @@ class Llama:
         up = acts.up if "up" in acts else None
         ops.embed(rec, self.token_embd, acts.tokens, x)
         for i, blk in enumerate(self.blk):
+            shape = c.attention_shape(i)
             project(rec, blk.attn_qkv, x, qkv, bias=blk.attn_qkv_bias, norm=norm(x, blk.attn_norm))
             if c.qk_norm:
-                ops.qk_norm(rec, qkv, blk.attn_q_norm, blk.attn_k_norm, c.norm_eps, head_dim=c.head_dim,
-                            n_head=c.n_head, n_kv_head=c.n_kv_head)
-            ops.rope_store(rec, qkv, acts.tokens, kv.k[i], kv.v[i], kv.table, n_head=c.n_head,
-                           n_kv_head=c.n_kv_head, head_dim=c.head_dim,
-                           rope_dim=c.rope_dim if c.rope_layers[i] else 0, freq_base=c.rope_base,
-                           freq_scale=c.rope_freq_scale, neox=c.rope_neox, freqs=self.rope_freqs,
-                           max_blocks=kv.max_blocks, kv_type=kv.dtype)
-            ops.attention(rec, qkv, acts.tokens, kv.k[i], kv.v[i], kv.table, attn, n_head=c.n_head,
-                          n_kv_head=c.n_kv_head, head_dim=c.head_dim, scale=c.head_dim ** -0.5,
-                          max_blocks=kv.max_blocks, kv_type=kv.dtype, max_context=context or kv.max_context)
+                ops.qk_norm(rec, qkv, blk.attn_q_norm, blk.attn_k_norm, c.norm_eps, shape)
+            ops.rope_store(rec, qkv, acts.tokens, kv.layer(i), shape, freqs=self.rope_freqs)
+            ops.attention(rec, qkv, acts.tokens, kv.layer(i), attn, shape, context=context)
             ops.matmul(rec, blk.attn_output, attn, x, mode=ops.ADD)
             gated(rec, blk.ffn_gate_up, x, ff, up, norm=norm(x, blk.ffn_norm))
             ops.matmul(rec, blk.ffn_down, ff, x, mode=ops.ADD)

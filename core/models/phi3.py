@@ -14,9 +14,9 @@ as llama.cpp does), and an attention factor that scales the rotated elements of 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from ..gguf.config import Metadata, ModelConfig
+from ..gguf.config import AttentionShape, Metadata, ModelConfig
 from ..gpu import ops
 from ..gpu.device import Buffer
 from ..gpu.recorder import Act, Recorder
@@ -41,6 +41,10 @@ class Phi3Config(ModelConfig):
                    original_context=m.get("rope.scaling.original_context_length", common["context_length"],
                                           minimum=1),
                    rope_mscale=m.get("rope.scaling.attn_factor", 1.0, float, above=0.0))
+
+    def attention_shape(self, layer: int) -> AttentionShape:
+        shape = super().attention_shape(layer)
+        return replace(shape, rope=replace(shape.rope, mscale=self.rope_mscale))
 
     def tensor_shapes(self) -> dict[str, tuple[Dim, ...]]:
         embd, ff, head = self.dim("n_embd"), self.dim("n_ff"), self.dim("head_dim")
@@ -106,14 +110,10 @@ class Phi3:
         factors = self.rope_factors_long if long else self.rope_factors_short
         ops.embed(rec, self.token_embd, acts.tokens, x)
         for i, blk in enumerate(self.blk):
+            shape = c.attention_shape(i)
             project(rec, blk.attn_qkv, x, qkv, bias=blk.attn_qkv_bias, norm=norm(x, blk.attn_norm))
-            ops.rope_store(rec, qkv, acts.tokens, kv.k[i], kv.v[i], kv.table, n_head=c.n_head,
-                           n_kv_head=c.n_kv_head, head_dim=c.head_dim, rope_dim=c.rope_dim, freq_base=c.rope_base,
-                           freq_scale=c.rope_freq_scale, neox=True, freqs=factors, mscale=c.rope_mscale,
-                           max_blocks=kv.max_blocks, kv_type=kv.dtype)
-            ops.attention(rec, qkv, acts.tokens, kv.k[i], kv.v[i], kv.table, attn, n_head=c.n_head,
-                          n_kv_head=c.n_kv_head, head_dim=c.head_dim, scale=c.head_dim ** -0.5,
-                          max_blocks=kv.max_blocks, kv_type=kv.dtype, max_context=context or kv.max_context)
+            ops.rope_store(rec, qkv, acts.tokens, kv.layer(i), shape, freqs=factors)
+            ops.attention(rec, qkv, acts.tokens, kv.layer(i), attn, shape, context=context)
             ops.matmul(rec, blk.attn_output, attn, x, mode=ops.ADD)
             gated(rec, [blk.ffn_up], x, ff, None, norm=norm(x, blk.ffn_norm))
             ops.matmul(rec, blk.ffn_down, ff, x, mode=ops.ADD)

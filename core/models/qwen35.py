@@ -275,17 +275,12 @@ class Qwen35:
                 ops.mul_gate(rec, acts.z, acts.delta, act="silu")
                 ops.matmul(rec, mix.ssm_out, acts.z, x, mode=ops.ADD)
             else:
+                shape = c.attention_shape(i)
                 project(rec, mix.attn_qkv, x, qkv, norm=h)
                 project(rec, mix.attn_gate, x, acts.gate, norm=h)
-                ops.qk_norm(rec, qkv, mix.attn_q_norm, mix.attn_k_norm, c.norm_eps, head_dim=c.head_dim,
-                            n_head=c.n_head, n_kv_head=c.n_kv_head)
-                ops.rope_store(rec, qkv, acts.tokens, kv.k[i], kv.v[i], kv.table, n_head=c.n_head,
-                               n_kv_head=c.n_kv_head, head_dim=c.head_dim, rope_dim=c.rope_dim,
-                               freq_base=c.rope_base, freq_scale=c.rope_freq_scale, neox=True,
-                               max_blocks=kv.max_blocks, kv_type=kv.dtype)
-                ops.attention(rec, qkv, acts.tokens, kv.k[i], kv.v[i], kv.table, attn, n_head=c.n_head,
-                              n_kv_head=c.n_kv_head, head_dim=c.head_dim, scale=c.head_dim ** -0.5,
-                              max_blocks=kv.max_blocks, kv_type=kv.dtype, max_context=context or kv.max_context)
+                ops.qk_norm(rec, qkv, mix.attn_q_norm, mix.attn_k_norm, c.norm_eps, shape)
+                ops.rope_store(rec, qkv, acts.tokens, kv.layer(i), shape)
+                ops.attention(rec, qkv, acts.tokens, kv.layer(i), attn, shape, context=context)
                 ops.mul_gate(rec, acts.gate, attn, act="sigmoid")
                 ops.matmul(rec, mix.attn_output, acts.gate, x, mode=ops.ADD)
             gated(rec, blk.ffn_gate_up, x, ff, up, norm=norm(x, blk.post_attention_norm))

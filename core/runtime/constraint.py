@@ -1,35 +1,19 @@
 """What a grammar lets one sequence say next.
 
-A `Constraint` is part of a request: a compiled grammar, applied from the first generated token, or (lazy, for
-tool calls the model may choose to make) only from the first trigger text on: the model writes freely until a
-trigger such as `<tool_call>` appears, and from the trigger's first byte the grammar holds.
-
-`ConstraintState` is its per-sequence state. It answers the sampler's two questions — is this candidate allowed
-(cheap: one token's bytes against the grammar state), and which tokens of the whole vocabulary are (the
-vocabulary index's trie walk, cached per grammar state) — and advances with each chosen token. End-of-generation
-tokens are allowed exactly when the grammar may end; once nothing can follow, the sequence finishes without
-spending a step on sampling the end token.
+`ConstraintState` is a request's `Constraint` (llmchat.grammar.constraint) applied to one sequence. It answers
+the sampler's two questions — is this candidate allowed (cheap: one token's bytes against the grammar state), and
+which tokens of the whole vocabulary are (the vocabulary index's trie walk, cached per grammar state) — and
+advances with each chosen token. End-of-generation tokens are allowed exactly when the grammar may end; once
+nothing can follow, the sequence finishes without spending a step on sampling the end token.
 """
 from __future__ import annotations
 
 import time
 from collections.abc import Collection, Iterator
-from dataclasses import dataclass
 
 from ..errors import GrammarError
-from ..grammar import Grammar, VocabIndex
+from ..grammar import Constraint, VocabIndex
 from ..tokenizer.tokenizer import Tokenizer
-
-
-@dataclass(frozen=True)
-class Constraint:
-    grammar: Grammar
-    triggers: tuple[str, ...] = ()  # none (and no start_triggers): the grammar holds from the first token
-    start_triggers: tuple[str, ...] = ()  # triggers that count only at the start of the reply's content
-
-    @property
-    def lazy(self) -> bool:
-        return bool(self.triggers or self.start_triggers)
 
 
 class ConstraintState:

@@ -109,10 +109,36 @@ class Engine:
             ops.topk(rec, logits, self.candidates, top_k)
         return rec
 
+    def context_bucket(self, positions: int) -> int:
+        """The context a step reaching `positions` runs its program for: whole buckets, so attention reads every
+        position its program covers, from CONTEXT_MIN up to the engine's context."""
+        return min(self.context, max(CONTEXT_MIN, step_bucket(positions)))
+
+    def warm_up(self, tokens: int = 1, *, wait: bool = True) -> None:
+        """Record the program of a greedy step feeding `tokens` prompt tokens (1: a decode step) of a reply that
+        has just started (the shortest context bucket). `wait` builds it, its kernels compiled, before returning;
+        otherwise it is only `prepare`d, and the first step that needs it waits for the rest."""
+        key = (step_bucket(tokens), 1, 1, CONTEXT_MIN)
+        if wait:
+            self.program(*key)
+        else:
+            self.prepare(*key)
+
     def dispatches_per_step(self, rows: int = 1, out_rows: int = 1, top_k: int = 1, context: int | None = None) -> int:
         """Dispatches of the step that feeds `rows` tokens reaching position `context` (default: the full context)."""
-        reach = None if context is None else max(CONTEXT_MIN, step_bucket(context))
+        reach = None if context is None else self.context_bucket(context)
         return len(self.program(step_bucket(rows), step_bucket(out_rows), top_k, reach))
+
+    def decode_program(self, context: int, top_k: int = 1) -> Program:
+        """The program of one decode token at position `context` - 1 of a fresh sequence (which is then freed), with
+        the engine's buffers filled by one real step, so that replaying it reads what a decode step reads."""
+        slot = self.kv.new_slot()
+        try:
+            self.kv.reserve(slot, context)
+            self.step([Feed(slot, [0], context - 1)], top_k=top_k)
+            return self.program(1, 1, top_k, self.context_bucket(context))
+        finally:
+            self.kv.free_slot(slot)
 
     def step(self, feeds: list[Feed], top_k: int = 0) -> list:
         """Run one forward step. Per feed: the logits rows it asked for (a flat row-major array('f')), or with
@@ -159,7 +185,7 @@ class Engine:
                   struct.pack("<4I", n_out, 0, 0, 0))
         reach = max(f.start + len(f.tokens) for f in feeds)
         t_record = time.perf_counter()
-        program = self.program(step_bucket(n), step_bucket(n_out), top_k, max(CONTEXT_MIN, step_bucket(reach)))
+        program = self.program(step_bucket(n), step_bucket(n_out), top_k, self.context_bucket(reach))
         recorded = time.perf_counter() - t_record
         dev.run(program)
         self.stats["record_s"] += recorded

@@ -3,15 +3,16 @@ step that advances any number of sequences together.
 
 The Python API drives one sequence with `generate` below; the server's scheduler drives many with `step`, adding
 admission, batching and cancellation around it. Whatever changes which token comes next or when a sequence ends
-lives in `Sequence`, so both see the same tokens, the same text and the same finish.
+lives in `Generation`, so both see the same tokens, the same text and the same finish.
 """
 from __future__ import annotations
 
 from array import array
-from collections.abc import Callable, Iterator, Sequence as Seq
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
-from .constraint import Constraint, ConstraintState
+from ..grammar import Constraint
+from .constraint import ConstraintState
 from .engine import Engine, Feed
 from ..errors import ContextOverflowError, InvalidRequestError
 from ..gpu.ops import TopK
@@ -26,7 +27,7 @@ class GenerationRequest:
     token's; n > 0 adds the n most likely alternatives at each position. `constraint` limits the reply to what a
     grammar allows (structured output, tool calls)."""
 
-    prompt: Seq[int]
+    prompt: Sequence[int]
     params: SamplingParams
     max_tokens: int
     stop: tuple[str, ...] = ()
@@ -53,14 +54,14 @@ class FinishEvent:
     cached_tokens: int
 
 
-Event = TokenEvent | FinishEvent
+GenerationEvent = TokenEvent | FinishEvent
 
 # GPU candidates a constrained sequence asks for at least: a grammar rules out many of the most likely tokens
 # (a space where it wants a quote), and reading the whole row back costs far more than a few more candidates.
 CONSTRAINED_CANDIDATES = 16
 
 
-class Sequence:
+class Generation:
     """A prompt and what was generated after it, in a KV cache slot of an engine whose context is `context`."""
 
     def __init__(self, request: GenerationRequest, tokenizer: Tokenizer, vocab_size: int, context: int):
@@ -96,7 +97,7 @@ class Sequence:
         """The next tokens to feed, at most `budget`: a prompt chunk, or the last generated token."""
         return self.tokens[self.pos:self.pos + budget]
 
-    def sample(self, out, read_row: Callable[[], array] | None = None) -> list[Event]:
+    def sample(self, out, read_row: Callable[[], array] | None = None) -> list[GenerationEvent]:
         """Pick the next token from the step's output for this sequence (a full logits row or the GPU's `TopK`)
         and return what it produces: a token event, a finish event, or both.
 
@@ -128,7 +129,7 @@ class Sequence:
             return [self._finish("stop")]
         if constraint is not None:
             constraint.accept(token)
-        events: list[Event] = [TokenEvent(self.text.push(token), token, logprob,
+        events: list[GenerationEvent] = [TokenEvent(self.text.push(token), token, logprob,
                                           top if request.top_logprobs is not None else None)]
         if self.text.stopped or (constraint is not None and constraint.finished):
             events.append(self._finish("stop"))
@@ -158,7 +159,7 @@ def check(request: GenerationRequest, vocab_size: int, context: int) -> None:
     request.params.validate()
 
 
-def candidates_for(sampling: list[Sequence]) -> int:
+def candidates_for(sampling: list[Generation]) -> int:
     """The one top-k a step asks the GPU for: the whole row (0) if any sampled sequence needs it, else enough
     candidates for the most demanding one (1 when nobody samples: the cheapest read-back)."""
     needs = [s.candidates_needed for s in sampling]
@@ -170,7 +171,7 @@ def candidates_for(sampling: list[Sequence]) -> int:
     return min(MAX_GPU_CANDIDATES, 1 << (max(needs) - 1).bit_length())
 
 
-def step(engine: Engine, feeds: list[tuple[Sequence, list[int]]]) -> list[tuple[Sequence, object, Callable]]:
+def step(engine: Engine, feeds: list[tuple[Generation, list[int]]]) -> list[tuple[Generation, object, Callable]]:
     """One engine step feeding each sequence its tokens. Returns, for each sequence whose feed reaches the end of
     its known tokens, the output to `sample` from and the reader of its whole logits row (valid until the next
     step); the others were only prefilled further."""
@@ -186,7 +187,7 @@ def step(engine: Engine, feeds: list[tuple[Sequence, list[int]]]) -> list[tuple[
     return result
 
 
-def generate(engine: Engine, seq: Sequence) -> Iterator[Event]:
+def generate(engine: Engine, seq: Generation) -> Iterator[GenerationEvent]:
     """Run one started sequence to its end: the prompt in chunks as large as a step allows, then token by token."""
     while seq.finish_reason is None:
         for s, out, read_row in step(engine, [(seq, seq.pending(engine.max_step))]):

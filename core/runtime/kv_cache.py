@@ -20,7 +20,7 @@ from collections.abc import Sequence
 
 from ..errors import ContextOverflowError, LLMChatError, ModelTooLargeError
 from ..gpu.device import Device
-from ..gpu.kvlayout import BLOCK_TOKENS, blocks_for, cache_type, layer_bytes
+from ..gpu.kvlayout import BLOCK_TOKENS, KVLayer, blocks_for, cache_type, layer_bytes
 
 
 def state_bytes(width: int, n_slots: int) -> int:
@@ -65,6 +65,12 @@ class KVCache:
         self._blocks: dict[int, list[int]] = {}
         self._free_slots = list(range(n_slots - 1, -1, -1))
         self._dirty = False
+
+    def layer(self, i: int) -> KVLayer:
+        """Layer i's K and V buffers with the block table, as the kernels bind them."""
+        if self.k[i] is None:
+            raise LLMChatError(f"layer {i} keeps no K/V cache")
+        return KVLayer(self.k[i], self.v[i], self.table, self.max_blocks, self.max_context, self.dtype)
 
     @property
     def free_blocks(self) -> int:

@@ -1,5 +1,6 @@
-"""Serving metrics in the Prometheus text format (version 0.0.4), written by hand: three metric kinds are all we
-need, and the client library would be one more dependency for a few dozen lines.
+"""What the server's /metrics reports, in the Prometheus text format (version 0.0.4): mostly what the scheduler
+counts as it batches, hence here below the server. Written by hand: three metric kinds are all we need, and the
+client library would be one more dependency for a few dozen lines.
 
 Counters and histograms are updated from the scheduler thread and the event loop at once, so each metric holds a
 lock. Gauges are read at scrape time from a callback, so they can never go stale.

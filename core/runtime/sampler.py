@@ -44,10 +44,14 @@ from operator import ge, sub, truediv
 
 from ..errors import InvalidRequestError
 
-__all__ = ["MAX_GPU_CANDIDATES", "Sampler", "SamplingParams"]
+__all__ = ["LOGIT_BIAS_RANGE", "MAX_GPU_CANDIDATES", "REPETITION_PENALTY_RANGE", "Sampler", "SamplingParams"]
 
 MAX_GPU_CANDIDATES = 64
 """The most (token, logit) pairs the GPU top-k kernel reads back per row."""
+
+# Bounded so that dividing or multiplying any finite logit by it stays finite.
+REPETITION_PENALTY_RANGE = (1e-3, 1e3)
+LOGIT_BIAS_RANGE = (-100, 100)  # OpenAI's; -100 bans a token
 
 # Below this, a sum of unshifted exponentials may be made of subnormal terms and lose precision; above it, it is
 # as exact as the shifted form. The shifted form costs one more pass over the row, so it is only the fallback.
@@ -88,16 +92,17 @@ class SamplingParams:
         _require(_is_int(self.top_k) and self.top_k >= 0, "top_k", "an integer >= 0 (0 disables it)", self.top_k)
         _require(_is_real(self.top_p) and 0 <= self.top_p <= 1, "top_p", "a number in [0, 1]", self.top_p)
         _require(_is_real(self.min_p) and 0 <= self.min_p <= 1, "min_p", "a number in [0, 1]", self.min_p)
-        # Bounded so that dividing or multiplying any finite logit by it stays finite.
-        _require(_is_real(self.repetition_penalty) and 1e-3 <= self.repetition_penalty <= 1e3,
-                 "repetition_penalty", "a number in [0.001, 1000] (1 disables it)", self.repetition_penalty)
+        low, high = REPETITION_PENALTY_RANGE
+        _require(_is_real(self.repetition_penalty) and low <= self.repetition_penalty <= high,
+                 "repetition_penalty", f"a number in [{low:g}, {high:g}] (1 disables it)", self.repetition_penalty)
         _require(_is_real(self.presence_penalty), "presence_penalty", "a finite number", self.presence_penalty)
         _require(_is_real(self.frequency_penalty), "frequency_penalty", "a finite number", self.frequency_penalty)
         _require(_is_int(self.penalty_last_n) and self.penalty_last_n >= -1,
                  "penalty_last_n", "an integer >= -1 (-1 means the whole history)", self.penalty_last_n)
         _require(self.logit_bias is None or (isinstance(self.logit_bias, Mapping) and all(
-            _is_int(t) and t >= 0 and _is_real(b) and -100 <= b <= 100 for t, b in self.logit_bias.items())),
-            "logit_bias", "a mapping of token ids to numbers in [-100, 100]", self.logit_bias)
+            _is_int(t) and t >= 0 and _is_real(b) and LOGIT_BIAS_RANGE[0] <= b <= LOGIT_BIAS_RANGE[1]
+            for t, b in self.logit_bias.items())),
+            "logit_bias", "a mapping of token ids to numbers in [{}, {}]".format(*LOGIT_BIAS_RANGE), self.logit_bias)
         _require(self.seed is None or _is_int(self.seed), "seed", "an integer or None", self.seed)
 
     @property

@@ -56,11 +56,11 @@ class ErrorEvent:
     error: BaseException
 
 
-Event = TokenEvent | FinishEvent | ErrorEvent
-Sink = Callable[[Event], None]
+SchedulerEvent = TokenEvent | FinishEvent | ErrorEvent
+Sink = Callable[[SchedulerEvent], None]
 
 
-class _Sequence(generation.Sequence):
+class _Scheduled(generation.Generation):
     """A sequence as the scheduler tracks it: where its events go, and when it was submitted and last sampled."""
 
     def __init__(self, request: GenerationRequest, sink: Sink, submitted: float, tokenizer: Tokenizer,
@@ -75,7 +75,7 @@ class _Sequence(generation.Sequence):
 class Ticket:
     """The caller's handle on a submitted sequence."""
 
-    def __init__(self, scheduler: Scheduler, seq: _Sequence) -> None:
+    def __init__(self, scheduler: Scheduler, seq: _Scheduled) -> None:
         self._scheduler, self._seq = scheduler, seq
 
     def cancel(self) -> None:
@@ -109,9 +109,9 @@ class Scheduler:
         # Slots beyond max_batch hold finished sequences for prefix sharing.
         self.cache = PrefixCache(engine.kv, engine.kv.n_slots - max_batch)
         self._inbox: queue.SimpleQueue = queue.SimpleQueue()
-        self._waiting: deque[_Sequence] = deque()  # scheduler thread only
-        self._decoding: list[_Sequence] = []  # scheduler thread only
-        self._prefilling: _Sequence | None = None  # scheduler thread only
+        self._waiting: deque[_Scheduled] = deque()  # scheduler thread only
+        self._decoding: list[_Scheduled] = []  # scheduler thread only
+        self._prefilling: _Scheduled | None = None  # scheduler thread only
         self._lock = threading.Lock()
         self._queued = 0  # submitted, not yet admitted: guarded by _lock, read by submit() on other threads
         self._thread: threading.Thread | None = None
@@ -145,7 +145,7 @@ class Scheduler:
         self._inbox.put(_STOP)
         self._thread.join(timeout)
 
-    def submit(self, requests: Sequence[GenerationRequest], sink: Callable[[int, Event], None]) -> list[Ticket]:
+    def submit(self, requests: Sequence[GenerationRequest], sink: Callable[[int, SchedulerEvent], None]) -> list[Ticket]:
         """Queue sequences that belong together (one request's choices): all of them, or none when the queue is
         full (QueueFullError). `sink(index, event)` gets each sequence's events, on the scheduler thread."""
         if not self.alive:
@@ -155,7 +155,7 @@ class Scheduler:
                                       "wait at once on this server (--max-queue)")
         now = time.perf_counter()
         # Refused here (each checks itself), not inside a batched step where it would fail its batch-mates too.
-        seqs = [_Sequence(r, _bind(sink, i), now, self.tokenizer, self.vocab_size, self.engine.context)
+        seqs = [_Scheduled(r, _bind(sink, i), now, self.tokenizer, self.vocab_size, self.engine.context)
                 for i, r in enumerate(requests)]
         with self._lock:
             if self._queued + len(seqs) > self.max_queue:
@@ -165,7 +165,7 @@ class Scheduler:
         self._inbox.put(seqs)
         return [Ticket(self, s) for s in seqs]
 
-    def cancel(self, seq: _Sequence) -> None:
+    def cancel(self, seq: _Scheduled) -> None:
         seq.cancelled = True
         self._inbox.put(_WAKE)
 
@@ -280,7 +280,7 @@ class Scheduler:
         while now - self._recent_steps[0][0] > RATE_WINDOW_S:
             self._recent_steps.popleft()
 
-    def _prefill_chunk(self, decoding: list[_Sequence]) -> tuple[_Sequence | None, list[int]]:
+    def _prefill_chunk(self, decoding: list[_Scheduled]) -> tuple[_Scheduled | None, list[int]]:
         """The prompt tokens this step carries: admit a waiting sequence when none is prefilling and the batch has
         room, then take as much of its remaining prompt as the step and the free blocks allow."""
         seq = self._prefilling
@@ -311,13 +311,13 @@ class Scheduler:
                 return None, []
         return seq, seq.tokens[seq.pos:end]
 
-    def _admit(self, seq: _Sequence, decoding: list[_Sequence]) -> None:
+    def _admit(self, seq: _Scheduled, decoding: list[_Scheduled]) -> None:
         lease = self.cache.lease(seq.tokens, [(s.slot, s.tokens[:s.pos]) for s in decoding])
         seq.start(lease.slot, lease.cached)
         self.metrics.prompt_tokens.inc(len(seq.tokens))
         self.metrics.prefix_hit_tokens.inc(lease.cached)
 
-    def _sampled(self, seq: _Sequence, events: list[generation.Event]) -> None:
+    def _sampled(self, seq: _Scheduled, events: list[generation.GenerationEvent]) -> None:
         now = time.perf_counter()
         if seq.generated == 1:
             self.metrics.ttft.observe(now - seq.submitted)
@@ -331,13 +331,13 @@ class Scheduler:
             else:
                 self._emit(seq, event)
 
-    def _finish(self, seq: _Sequence, event: FinishEvent) -> None:
+    def _finish(self, seq: _Scheduled, event: FinishEvent) -> None:
         self._decoding.remove(seq)
         self._emit(seq, event)
         self._release(seq, keep=True)
         self.metrics.sequences.inc(1, event.reason)
 
-    def _fail(self, seq: _Sequence, error: BaseException) -> None:
+    def _fail(self, seq: _Scheduled, error: BaseException) -> None:
         if seq in self._decoding:
             self._decoding.remove(seq)
         if seq is self._prefilling:
@@ -355,7 +355,7 @@ class Scheduler:
             self._emit(seq, ErrorEvent(error))
         self.cache.clear()
 
-    def _release(self, seq: _Sequence, keep: bool) -> None:
+    def _release(self, seq: _Scheduled, keep: bool) -> None:
         """Give the sequence's slot to the prefix cache (its computed positions stay useful) or free it."""
         if seq.slot < 0:
             return
@@ -366,13 +366,13 @@ class Scheduler:
         seq.slot = -1
 
     @staticmethod
-    def _emit(seq: _Sequence, event: Event) -> None:
+    def _emit(seq: _Scheduled, event: SchedulerEvent) -> None:
         try:
             seq.sink(event)
         except Exception:  # a consumer's bug must not stop everyone else's generation
             log.exception("a sequence's event sink failed")
 
 
-def _bind(sink: Callable[[int, Event], None], index: int) -> Sink:
+def _bind(sink: Callable[[int, SchedulerEvent], None], index: int) -> Sink:
     return lambda event: sink(index, event)
 

@@ -1,9 +1,10 @@
 """`llmchat serve`: an OpenAI-compatible HTTP server with continuous batching and prefix caching.
 
-    app.py           routes; completions.py request handling; schemas.py request bodies
-    static.py        web demo and model files with Range; sse.py streaming
-Batching (llmchat.runtime.scheduler), the prefix cache (llmchat.runtime.prefix_cache) and the Prometheus metrics
-they count (llmchat.runtime.metrics) are not HTTP and live in llmchat.runtime.
+    scheduler.py     continuous batching around llmchat.runtime.generation's loop, chunked prefill, cancellation
+    prefix_cache.py  finished sequences' KV kept and shared by later prompts
+    app.py           routes; completions.py request handling (llmchat.protocol reads the fields and shapes
+                     the answers); schemas.py request bodies for validation and the OpenAPI schema
+    static.py        web demo and model files with Range; sse.py streaming (metrics: llmchat.runtime.metrics)
 
 Needs FastAPI and uvicorn (installed with llmchat natively; the core itself imports without them).
 """

@@ -25,7 +25,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware.cors import CORSMiddleware
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 
-from .. import __version__
+from ..version import __version__
 from ..errors import LLMChatError
 from .completions import Answer, ModelInfo, Prepared, Run, prepare_chat, prepare_text
 from .errors import ERROR_RESPONSES, GENERATION_RESPONSES, APIError, error_body, json_response
@@ -113,7 +113,7 @@ def _add_api_routes(app: FastAPI, scheduler: Scheduler, model: ModelInfo) -> Non
     async def _respond(prepared: Prepared, request: Request) -> Response:
         run = Run(scheduler, prepared)
         answer = Answer(prepared, model)
-        if prepared.body.stream:
+        if prepared.request.stream:
             return EventStream(answer.stream(run), on_close=run.cancel)
         try:
             checked = time.monotonic()

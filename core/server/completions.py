@@ -1,33 +1,30 @@
-"""The two completion routes' work: validate and tokenize a request, run its sequences, shape OpenAI's answer.
+"""The two completion routes' work: check and tokenize a request, run its sequences, answer in OpenAI's shapes.
 
-`prepare_chat` / `prepare_text` turn a validated body into `Prepared` (one GenerationRequest per prompt and
-choice) or raise APIError with the status and the field at fault. `Run` submits them to the scheduler and yields
-their events on the event loop. `Answer` assembles either the whole response or the stream of chunks, in the chat
-or the legacy text-completion flavour.
+`prepare_chat` / `prepare_text` turn a body into `Prepared` (one GenerationRequest per prompt and choice) or
+raise APIError with the status and the field at fault; the fields themselves are read by llmchat.protocol. `Run`
+submits the sequences to the scheduler and yields their events on the event loop. `Answer` turns those events
+into the protocol's pieces, for the whole response or the stream of chunks.
 """
 from __future__ import annotations
 
 import asyncio
 import json
-import time
-import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from starlette.concurrency import run_in_threadpool
 
-from .. import __version__
-from ..runtime.constraint import Constraint
-from ..errors import (ChatTemplateError, FieldError, GrammarError, InvalidRequestError, LLMChatError,
-                      UnsupportedSchemaError)
-from .errors import APIError, error_body
-from ..runtime.generation import FinishEvent, GenerationRequest, TokenEvent
 from ..chat.reply import Reply
 from ..chat.structured import ChatSetup
+from ..errors import (ChatTemplateError, FieldError, GrammarError, InvalidRequestError, LLMChatError,
+                      UnsupportedSchemaError)
+from ..protocol import MAX_SEQUENCES_PER_REQUEST, Completion, Counts, Piece, Request, read_request
+from ..grammar import Constraint
+from ..runtime.generation import FinishEvent, GenerationRequest, TokenEvent
 from ..runtime.scheduler import ErrorEvent, QueueFullError, Scheduler, SchedulerStoppedError, TooManySequencesError
-from .schemas import (MAX_SEQUENCES_PER_REQUEST, MAX_STOP_STRINGS, ChatCompletionRequest, CompletionRequest,
-                      _Sampling, unsupported_fields)
+from .errors import APIError, error_body
+from .schemas import ChatCompletionRequest, CompletionRequest, RequestBody, unsupported_fields
 
 
 @dataclass
@@ -48,18 +45,17 @@ class ModelInfo:
 
 @dataclass
 class Prepared:
-    chat: bool
-    body: _Sampling
-    requests: list[GenerationRequest]  # prompt p, choice c at index p * n + c
-    prompt_lengths: list[int]
-    top_logprobs: int | None
+    request: Request
+    generations: list[GenerationRequest]  # prompt p, choice c at index p * n + c
+    prompts: int
     setup: ChatSetup | None = None  # a chat request's reply parsers come from it
 
 
 # -- preparing ---------------------------------------------------------------------------------------------------
 
 
-def _common_checks(body: _Sampling, model: ModelInfo) -> None:
+def _read(body: RequestBody, model: ModelInfo) -> tuple[Request, dict[str, Any]]:
+    """The protocol's request in `body`, and the body's fields as JSON values."""
     refused = unsupported_fields(body)
     if refused:
         names = ", ".join(f"`{n}`" for n in refused)
@@ -68,8 +64,11 @@ def _common_checks(body: _Sampling, model: ModelInfo) -> None:
     if body.model not in model.aliases:
         raise APIError(404, f"The model `{body.model}` does not exist; this server runs `{model.id}`",
                        param="model", code="model_not_found")
-    if len(body.stop_strings()) > MAX_STOP_STRINGS:
-        raise APIError(400, f"at most {MAX_STOP_STRINGS} stop strings are supported", param="stop")
+    fields = body.model_dump(exclude_none=True)
+    try:
+        return read_request(fields, chat=isinstance(body, ChatCompletionRequest), vocab_size=model.vocab_size), fields
+    except FieldError as exc:
+        raise APIError(400, str(exc), param=exc.param) from None
 
 
 def _check_fits(prompt_len: int, max_tokens: int | None, context: int, param: str) -> int:
@@ -147,59 +146,36 @@ def _structure_error(exc: LLMChatError, default_param: str) -> APIError:
     return APIError(400, str(exc), param=getattr(exc, "param", default_param))
 
 
-def _requests(body: _Sampling, prompts: list[list[int]], budgets: list[int], top_logprobs: int | None,
-              model: ModelInfo, constraint: Constraint | None) -> list[GenerationRequest]:
-    _check_sequence_count(len(prompts), body.n)
-    stops = body.stop_strings()
-    try:
-        bias = body.token_bias(model.vocab_size)
-    except ValueError as exc:
-        raise APIError(400, str(exc), param="logit_bias") from None
-    out = []
-    for ids, budget in zip(prompts, budgets):
-        for choice in range(body.n):
-            params = body.sampling_params(choice, bias)
-            try:
-                params.validate()
-            except LLMChatError as exc:
-                raise APIError(400, str(exc)) from None
-            out.append(GenerationRequest(ids, params, budget, stops, top_logprobs, body.ignore_eos, constraint))
-    return out
+def _generations(request: Request, prompts: list[list[int]], budgets: list[int],
+                 constraint: Constraint | None) -> list[GenerationRequest]:
+    _check_sequence_count(len(prompts), request.n)
+    return [GenerationRequest(ids, request.choice(choice), budget, request.stop, request.top_logprobs,
+                              request.ignore_eos, constraint)
+            for ids, budget in zip(prompts, budgets) for choice in range(request.n)]
 
 
 async def prepare_chat(body: ChatCompletionRequest, model: ModelInfo) -> Prepared:
-    _common_checks(body, model)
-    if body.top_logprobs is not None and not body.logprobs:
-        raise APIError(400, "`top_logprobs` needs `logprobs` set to true", param="top_logprobs")
-    messages = [m.model_dump(exclude_none=True) for m in body.messages]
+    request, fields = _read(body, model)
+    messages = fields["messages"]
     _check_text_length([t for m in body.messages for t in _texts(m.content)], model, "messages")
-    kwargs = dict(body.chat_template_kwargs or {})
-    if body.enable_thinking is not None:
-        kwargs.setdefault("enable_thinking", body.enable_thinking)
-    fields = dict(response_format=body.response_format, grammar=body.grammar, json_schema=body.json_schema,
-                  tools=body.tools, tool_choice=body.tool_choice, parallel_tool_calls=body.parallel_tool_calls,
-                  template_kwargs=kwargs or None)
+    chat_fields = request.chat_fields()
     try:
-        setup = await _encode(lambda m: model.prepare_chat(m, **fields), messages, "messages")
+        setup = await _encode(lambda m: model.prepare_chat(m, **chat_fields), messages, "messages")
     except (FieldError, GrammarError) as exc:
         raise _structure_error(exc, "tools" if body.tools and body.response_format is None else "response_format"
                                ) from None
     ids = await _encode(model.encode_chat, setup.prompt, "messages")
     if not ids:
         raise APIError(400, "the messages render to an empty prompt", param="messages")
-    max_tokens = body.max_completion_tokens if body.max_completion_tokens is not None else body.max_tokens
-    param = "max_completion_tokens" if body.max_completion_tokens is not None else "max_tokens"
-    budget = _check_fits(len(ids), max_tokens, model.context, param if max_tokens is not None else "messages")
-    top = (body.top_logprobs or 0) if body.logprobs else None
-    return Prepared(True, body, _requests(body, [ids], [budget], top, model, setup.constraint), [len(ids)], top,
-                    setup)
+    budget = _check_fits(len(ids), request.max_tokens, model.context,
+                         request.max_tokens_param if request.max_tokens is not None else "messages")
+    return Prepared(request, _generations(request, [ids], [budget], setup.constraint), 1, setup)
 
 
 async def prepare_text(body: CompletionRequest, model: ModelInfo) -> Prepared:
-    _common_checks(body, model)
+    request, _ = _read(body, model)
     try:
-        constraint = await run_in_threadpool(model.constraint, body.response_format, grammar=body.grammar,
-                                             json_schema=body.json_schema)
+        constraint = await run_in_threadpool(lambda: model.constraint(**request.structure))
     except (FieldError, GrammarError) as exc:
         raise _structure_error(exc, "response_format") from None
     prompt = body.prompt
@@ -207,7 +183,7 @@ async def prepare_text(body: CompletionRequest, model: ModelInfo) -> Prepared:
         prompt = [prompt]
     if not prompt:
         raise APIError(400, "`prompt` is empty", param="prompt")
-    _check_sequence_count(len(prompt), body.n)  # before any tokenizing
+    _check_sequence_count(len(prompt), request.n)  # before any tokenizing
     for p in prompt:
         if isinstance(p, str):
             _check_text_length([p], model, "prompt")
@@ -224,9 +200,8 @@ async def prepare_text(body: CompletionRequest, model: ModelInfo) -> Prepared:
         if not ids:
             raise APIError(400, "`prompt` is empty (it encodes to no tokens)", param="prompt")
         prompts.append(ids)
-    budgets = [_check_fits(len(ids), body.max_tokens, model.context, "prompt") for ids in prompts]
-    return Prepared(False, body, _requests(body, prompts, budgets, body.logprobs, model, constraint),
-                    [len(p) for p in prompts], body.logprobs)
+    budgets = [_check_fits(len(ids), request.max_tokens, model.context, "prompt") for ids in prompts]
+    return Prepared(request, _generations(request, prompts, budgets, constraint), len(prompts))
 
 
 def _texts(content: Any) -> list[str]:
@@ -249,7 +224,7 @@ class Run:
             loop.call_soon_threadsafe(self._events.put_nowait, (index, event))
 
         try:
-            self._tickets = scheduler.submit(prepared.requests, sink)
+            self._tickets = scheduler.submit(prepared.generations, sink)
         except QueueFullError as exc:
             raise APIError(429, str(exc), code="rate_limit_exceeded",
                            headers={"Retry-After": str(exc.retry_after)}) from None
@@ -259,7 +234,7 @@ class Run:
             raise APIError(400, str(exc), param="n") from None
         except InvalidRequestError as exc:
             raise APIError(400, str(exc)) from None
-        self._open = len(prepared.requests)
+        self._open = len(prepared.generations)
 
     @property
     def done(self) -> bool:
@@ -294,142 +269,54 @@ class Run:
 # -- answering ---------------------------------------------------------------------------------------------------
 
 
-@dataclass
-class _Choice:
-    text: list[str] = field(default_factory=list)
-    logprobs: list[Any] = field(default_factory=list)
-    offset: int = 0
-    finish_reason: str | None = None
-    completion_tokens: int = 0
-    cached_tokens: int = 0
-    reply: Reply | None = None  # chat: the text read into content, reasoning and tool calls
-
-
 class Answer:
-    """Builds OpenAI's response objects for one request, whole or as stream chunks."""
+    """One request's answer: the sequences' events read into llmchat.protocol's pieces (a chat reply through its
+    reply parser), whole or as stream chunks."""
 
     def __init__(self, prepared: Prepared, model: ModelInfo) -> None:
-        self.p = prepared
-        self.model = model
-        self.chat = prepared.chat
-        self.id = ("chatcmpl-" if self.chat else "cmpl-") + uuid.uuid4().hex
-        self.created = int(time.time())
+        request = prepared.request
+        self.completion = Completion(chat=request.chat, model=model.id, prompts=prepared.prompts, n=request.n,
+                                     top_logprobs=request.top_logprobs, include_usage=request.include_usage,
+                                     token_bytes=model.token_bytes)
         setup = prepared.setup
-        self.choices = [_Choice(reply=None if setup is None else Reply(setup.parser())) for _ in prepared.requests]
+        self.replies = [None if setup is None else Reply(setup.parser()) for _ in prepared.generations]
 
-    # events -> state
-    def take(self, index: int, event: TokenEvent | FinishEvent) -> dict[str, Any]:
-        """Record an event; returns the choice fields a stream chunk carries for it."""
-        c = self.choices[index]
-        c.text.append(event.text)
-        delta: dict[str, Any] = {"text": event.text, "logprobs": None, "finish_reason": None}
-        if c.reply is not None:  # the message's parts: content, reasoning_content, tool_calls
-            parts = c.reply.feed(event.text) if isinstance(event, TokenEvent) else c.reply.close(event.text)
-            delta["text"] = parts.pop("content", "")
-            delta["parts"] = parts
+    def take(self, index: int, event: TokenEvent | FinishEvent) -> dict[str, Any] | None:
+        """Record an event; returns its stream chunk, if it has one."""
+        reply = self.replies[index]
         if isinstance(event, TokenEvent):
-            if self.p.top_logprobs is not None:
-                entry = self._logprob_entry(c, event)
-                c.logprobs.append(entry)
-                delta["logprobs"] = entry
+            piece = Piece(event.text, token=event.token, logprob=event.logprob, top=event.top)
+            parts = None if reply is None else reply.feed(event.text)
         else:
-            reason = event.reason if c.reply is None else c.reply.finish_reason(event.reason)
-            c.finish_reason = delta["finish_reason"] = reason
-            c.completion_tokens, c.cached_tokens = event.completion_tokens, event.cached_tokens
-        return delta
+            piece = Piece(event.text, finish_reason=event.reason,
+                          counts=Counts(event.prompt_tokens, event.completion_tokens, event.cached_tokens))
+            parts = None if reply is None else reply.close(event.text)
+            if reply is not None:
+                piece.finish_reason, piece.message = reply.finish_reason(event.reason), reply.message()
+        if parts is not None:  # the message's parts: content, reasoning_content, tool_calls
+            piece.text, piece.parts = parts.pop("content", ""), parts
+        return self.completion.take(index, piece)
 
-    def _token(self, token: int) -> tuple[str, list[int]]:
-        raw = self.model.token_bytes(token)
-        return raw.decode("utf-8", errors="replace"), list(raw)
-
-    def _logprob_entry(self, c: _Choice, event: TokenEvent) -> Any:
-        text, raw = self._token(event.token)
-        if self.chat:
-            top = [dict(zip(("token", "bytes"), self._token(t)), logprob=lp) for t, lp in event.top or []]
-            return {"token": text, "logprob": event.logprob, "bytes": raw, "top_logprobs": top}
-        entry = (text, event.logprob, {self._token(t)[0]: lp for t, lp in event.top or []}, c.offset)
-        c.offset += len(text)
-        return entry
-
-    def usage(self) -> dict[str, Any]:
-        n = self.p.body.n
-        completion = sum(c.completion_tokens for c in self.choices)
-        prompt = sum(self.p.prompt_lengths)
-        # Per prompt, the positions every one of its choices found cached.
-        cached = sum(min(c.cached_tokens for c in self.choices[i * n:(i + 1) * n])
-                     for i in range(len(self.p.prompt_lengths)))
-        return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
-                "prompt_tokens_details": {"cached_tokens": cached}}
-
-    # whole response
     def response(self) -> dict[str, Any]:
-        choices = []
-        for i, c in enumerate(self.choices):
-            text = "".join(c.text)
-            if self.chat:
-                logprobs = {"content": c.logprobs} if self.p.top_logprobs is not None else None
-                message = c.reply.message() if c.reply is not None else {"role": "assistant", "content": text}
-                choices.append({"index": i, "message": message,
-                                "logprobs": logprobs, "finish_reason": c.finish_reason})
-            else:
-                choices.append({"index": i, "text": text, "logprobs": self._text_logprobs(c.logprobs),
-                                "finish_reason": c.finish_reason})
-        return {"id": self.id, "object": "chat.completion" if self.chat else "text_completion",
-                "created": self.created, "model": self.model.id, "system_fingerprint": f"llmchat-{__version__}",
-                "choices": choices, "usage": self.usage()}
-
-    def _text_logprobs(self, entries: Sequence[tuple]) -> dict[str, Any] | None:
-        if self.p.top_logprobs is None:
-            return None
-        return {"tokens": [e[0] for e in entries], "token_logprobs": [e[1] for e in entries],
-                "top_logprobs": [e[2] for e in entries], "text_offset": [e[3] for e in entries]}
-
-    # stream
-    def chunk(self, index: int, delta: dict[str, Any] | None, *, role: bool = False) -> bytes:
-        with_usage = self._include_usage()
-        if delta is None:  # the closing usage chunk
-            choices: list[dict[str, Any]] = []
-        elif self.chat:
-            content: dict[str, Any] = {"role": "assistant", "content": ""} if role else {}
-            if delta.get("text"):
-                content["content"] = delta["text"]
-            content.update(delta.get("parts") or {})
-            logprobs = {"content": [delta["logprobs"]]} if delta.get("logprobs") else None
-            choices = [{"index": index, "delta": content, "logprobs": logprobs,
-                        "finish_reason": delta.get("finish_reason")}]
-        else:
-            logprobs = self._text_logprobs([delta["logprobs"]]) if delta.get("logprobs") else None
-            choices = [{"index": index, "text": delta.get("text", ""), "logprobs": logprobs,
-                        "finish_reason": delta.get("finish_reason")}]
-        obj: dict[str, Any] = {"id": self.id, "object": "chat.completion.chunk" if self.chat else "text_completion",
-                               "created": self.created, "model": self.model.id,
-                               "system_fingerprint": f"llmchat-{__version__}", "choices": choices}
-        if with_usage:
-            obj["usage"] = self.usage() if delta is None else None
-        return sse(obj)
-
-    def _include_usage(self) -> bool:
-        options = self.p.body.stream_options
-        return bool(options and options.include_usage)
+        return self.completion.response()
 
     async def stream(self, run: Run) -> AsyncIterator[bytes]:
         """The SSE body: a chunk per piece of text (or per token when log-probabilities were asked for), each
-        choice's finish reason, optionally the usage, then `[DONE]`. An error after the headers went out becomes
-        an `error` event, since the status can no longer change."""
-        if self.chat:
-            for i in range(len(self.choices)):
-                yield self.chunk(i, {}, role=True)
+        choice's finish reason, the usage, then `[DONE]`. An error after the headers went out becomes an `error`
+        event, since the status can no longer change."""
+        for chunk in self.completion.opening():
+            yield sse(chunk)
         try:
             async for index, event in run.events():
-                delta = self.take(index, event)
-                if delta["text"] or delta["logprobs"] or delta["finish_reason"] or delta.get("parts"):
-                    yield self.chunk(index, delta)
+                chunk = self.take(index, event)
+                if chunk is not None:
+                    yield sse(chunk)
         except Exception as exc:  # noqa: BLE001 - whatever it was, the client must hear of it
             status = 503 if isinstance(exc, SchedulerStoppedError) else 500
             yield sse(error_body(status, str(exc) or type(exc).__name__))
         else:
-            if self._include_usage():
-                yield self.chunk(0, None)
+            for chunk in self.completion.closing():
+                yield sse(chunk)
         yield b"data: [DONE]\n\n"
 
 

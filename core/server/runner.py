@@ -17,7 +17,6 @@ from .completions import ModelInfo
 from .connections import FLUSH_MARGIN_S, GracefulServer, header_timeout_protocol
 from .guard import DEFAULT_MAX_BODY, HostPolicy
 from ..runtime.metrics import Metrics
-from ..runtime.scheduler import Scheduler
 from ..chat.structured import structured_constraint
 
 
@@ -78,15 +77,15 @@ def model_info(llm, requested: str, path: str) -> ModelInfo:
 def serve(config: ServeConfig) -> None:
     import uvicorn
 
-    from ..api import LLM
+    from ..runtime.runtime import LoadOptions, Runtime
 
     config.validate()
     path = resolve(config.model)
     cache_entries = config.max_batch if config.cache_entries is None else config.cache_entries
     # A step carries every decoding sequence's token plus a prompt chunk, so it must hold max_batch + 1 at least.
     step = max(64, config.max_batch + config.prefill_chunk)
-    llm = LLM(path, context=config.ctx, n_slots=config.max_batch + cache_entries, max_tokens_per_step=step,
-              profile=get_profile(config.profile) or NO_PROFILE)
+    llm = Runtime(path, LoadOptions(context=config.ctx, n_slots=config.max_batch + cache_entries,
+                                    max_tokens_per_step=step, profile=get_profile(config.profile) or NO_PROFILE))
     if llm.device.info.software:
         print(f"llmchat: {llm.device.info.name} is a software (CPU-emulated) adapter: expect it to be slow",
               file=sys.stderr)
@@ -97,8 +96,8 @@ def serve(config: ServeConfig) -> None:
     print(f"llmchat: GPU memory {plan.total / 2**20:.0f} MiB (weights {plan.weights / 2**20:.0f}, KV cache for "
           f"{plan.kv_positions} positions {plan.kv_cache / 2**20:.0f}, activations {plan.activations / 2**20:.0f})",
           file=sys.stderr)
-    scheduler = Scheduler(llm.engine, llm.tokenizer, max_batch=config.max_batch, max_queue=config.max_queue,
-                          prefill_chunk=config.prefill_chunk, metrics=Metrics())
+    scheduler = llm.scheduler(max_batch=config.max_batch, max_queue=config.max_queue,
+                              prefill_chunk=config.prefill_chunk, metrics=Metrics())
     local = not path.startswith(("http://", "https://"))
     # Not resolve(): a Hugging Face cache file is a link whose target is named by its hash; /models/NAME should
     # offer the model under the name the link (the repository) gives it.

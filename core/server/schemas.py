@@ -1,4 +1,6 @@
-"""Request bodies of the OpenAI-compatible routes, as pydantic models (they also make the OpenAPI schema).
+"""Request bodies of the OpenAI-compatible routes, as pydantic models: they make the OpenAPI schema and refuse
+malformed JSON before a route runs. What the fields mean and their ranges are llmchat.protocol's, which reads the
+body again into the request the routes run (and reads the browser runtime's requests the same way).
 
 Every field OpenAI documents is declared. Those we implement are typed and range-checked; those we do not
 (audio, predictions...) are declared as `Any` so that `unsupported_fields` can refuse them by name with a 400 — a
@@ -18,12 +20,13 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from ..runtime.sampler import SamplingParams
+from ..protocol import OPENAI_DEFAULTS, RANGES
 
-# At most this many sequences per request (choices times prompts): OpenAI allows n up to 128, which no single
-# local GPU serves well; a larger batch belongs in several requests.
-MAX_SEQUENCES_PER_REQUEST = 16
-MAX_STOP_STRINGS = 16
+
+def _bounded(name: str, default: Any, description: str | None = None) -> Any:
+    """A numeric field with llmchat.protocol's range for `name`."""
+    bounds = RANGES[name]
+    return Field(default, ge=bounds.low, le=bounds.high, description=description)
 
 
 def _not_yet() -> Any:
@@ -63,29 +66,29 @@ class ChatMessage(_Strict):
         return self
 
 
-class _Sampling(_Strict):
+class RequestBody(_Strict):
     """Fields both completion routes share."""
 
     model: str
     stream: bool = False
     stream_options: StreamOptions | None = None
-    max_tokens: int | None = Field(None, ge=1)
-    temperature: float | None = Field(None, ge=0, le=2, description="0 is greedy; default 1")
-    top_p: float | None = Field(None, ge=0, le=1)
-    n: int = Field(1, ge=1, le=MAX_SEQUENCES_PER_REQUEST)
+    max_tokens: int | None = _bounded("max_tokens", None)
+    temperature: float | None = _bounded("temperature", None, f"0 is greedy; default {OPENAI_DEFAULTS.temperature:g}")
+    top_p: float | None = _bounded("top_p", None)
+    n: int = _bounded("n", 1)
     seed: int | None = None
     stop: str | list[str] | None = None
-    presence_penalty: float = Field(0.0, ge=-2, le=2)
-    frequency_penalty: float = Field(0.0, ge=-2, le=2)
+    presence_penalty: float = _bounded("presence_penalty", 0.0)
+    frequency_penalty: float = _bounded("frequency_penalty", 0.0)
     user: str | None = None
     # Extensions (vLLM and llama.cpp spell them the same way).
-    top_k: int = Field(0, ge=0, description="keep the k most likely tokens; 0 disables it")
-    min_p: float = Field(0.0, ge=0, le=1)
-    # Bounded away from 0: the penalty divides logits, and a tiny divisor overflows them to infinity.
-    repetition_penalty: float = Field(1.0, ge=0.01, le=10)
+    top_k: int = _bounded("top_k", 0, "keep the k most likely tokens; 0 disables it")
+    min_p: float = _bounded("min_p", 0.0)
+    repetition_penalty: float = _bounded("repetition_penalty", 1.0)
     ignore_eos: bool = False
     logit_bias: dict[str, float] | None = Field(
-        None, description="token id (as a string) -> a number in [-100, 100] added to its logit")
+        None, description="token id (as a string) -> a number in [{low:g}, {high:g}] added to its logit".format(
+            low=RANGES["logit_bias"].low, high=RANGES["logit_bias"].high))
     response_format: dict[str, Any] | None = Field(
         None, description='{"type": "text" | "json_object" | "json_schema" | "grammar" | "regex", ...}')
     grammar: str | None = Field(None, description="GBNF grammar the reply must match (llama.cpp's dialect)")
@@ -95,44 +98,12 @@ class _Sampling(_Strict):
     store: Any = _not_yet()
     metadata: Any = _not_yet()
 
-    def stop_strings(self) -> tuple[str, ...]:
-        stops = [self.stop] if isinstance(self.stop, str) else list(self.stop or [])
-        return tuple(stops)
 
-    def token_bias(self, vocab_size: int) -> dict[int, float] | None:
-        """`logit_bias` with token ids as integers; ValueError naming a key that is not a token id."""
-        if not self.logit_bias:
-            return None
-        bias = {}
-        for key, value in self.logit_bias.items():
-            if not key.isascii() or not key.isdigit() or not 0 <= int(key) < vocab_size:
-                raise ValueError(f"logit_bias key {key[:40]!r} is not a token id of this model (0..{vocab_size - 1})")
-            if not -100 <= value <= 100:
-                raise ValueError(f"logit_bias values must be in [-100, 100]; token {key} has {value}")
-            bias[int(key)] = value
-        return bias
-
-    def sampling_params(self, choice: int, logit_bias: dict[int, float] | None = None) -> SamplingParams:
-        """Choice `choice` of the request; with a seed, each choice draws from seed + choice, so n choices
-        differ and the same request replays the same choices."""
-        return SamplingParams(
-            temperature=1.0 if self.temperature is None else self.temperature,
-            top_k=self.top_k,
-            top_p=1.0 if self.top_p is None else self.top_p,
-            min_p=self.min_p,
-            repetition_penalty=self.repetition_penalty,
-            presence_penalty=self.presence_penalty,
-            frequency_penalty=self.frequency_penalty,
-            logit_bias=logit_bias,
-            seed=None if self.seed is None else self.seed + choice,
-        )
-
-
-class ChatCompletionRequest(_Sampling):
+class ChatCompletionRequest(RequestBody):
     messages: list[ChatMessage] = Field(min_length=1)
-    max_completion_tokens: int | None = Field(None, ge=1)
+    max_completion_tokens: int | None = _bounded("max_completion_tokens", None)
     logprobs: bool = False
-    top_logprobs: int | None = Field(None, ge=0, le=20)
+    top_logprobs: int | None = _bounded("top_logprobs", None)
     tools: list[dict[str, Any]] | None = Field(None, description='[{"type": "function", "function": {"name", '
                                                '"description", "parameters"}}]')
     tool_choice: str | dict[str, Any] | None = Field(
@@ -153,10 +124,10 @@ class ChatCompletionRequest(_Sampling):
     web_search_options: Any = _not_yet()
 
 
-class CompletionRequest(_Sampling):
+class CompletionRequest(RequestBody):
     prompt: str | list[str] | list[int] | list[list[int]]
-    logprobs: int | None = Field(None, ge=0, le=20)
-    max_tokens: int | None = Field(16, ge=1)  # OpenAI's default for this route
+    logprobs: int | None = _bounded("logprobs", None)
+    max_tokens: int | None = _bounded("max_tokens", OPENAI_DEFAULTS.text_max_tokens)
     # Not implemented yet.
     echo: Any = _not_yet()
     suffix: Any = _not_yet()
@@ -174,7 +145,7 @@ _HARMLESS: dict[str, tuple[Any, ...]] = {
 }
 
 
-def unsupported_fields(request: _Sampling) -> list[str]:
+def unsupported_fields(request: RequestBody) -> list[str]:
     """Names of fields given with a value this server cannot honour yet."""
     names = []
     for name in request.model_fields_set:

@@ -74,12 +74,12 @@ class SpecialSplitter:
                 if isinstance(fragment, int) or token not in fragment:
                     out.append(fragment)
                 else:
-                    _split_on(fragment, token, tid, lstrip, rstrip, out)
+                    split_on(fragment, token, tid, lstrip, rstrip, out)
             fragments = out
         return fragments
 
 
-def _split_on(fragment: str, token: str, tid: int, lstrip: bool, rstrip: bool, out: list[str | int]) -> None:
+def split_on(fragment: str, token: str, tid: int, lstrip: bool, rstrip: bool, out: list[str | int]) -> None:
     """Append `fragment` to `out` with every occurrence of `token` replaced by `tid` (left to right, no overlap)."""
     base, end = 0, len(fragment)
     while base < end:

@@ -71,14 +71,14 @@ def test_logits_match_llama_cpp(tmp_path, adapter_gpu, name, label):  # noqa: F8
         tokens, positions = prompt["tokens"], prompt["positions"]
         want = np.array(prompt["logits"])
         # One prefill, in chunks of STEP tokens.
-        with llm._slot() as slot:
+        with llm.slot() as slot:
             rows = llm.prefill(slot, tokens, all_logits=True)
         got = np.array([list(rows[p]) for p in positions])
         assert got.shape == (len(positions), vocab)
         for p, g, w in zip(positions, got, want):
             _compare(g, w, tol, f"{name} prompt {k} prefill position {p}")
         # Token by token.
-        with llm._slot() as slot:
+        with llm.slot() as slot:
             for i, tok in enumerate(tokens):
                 row = llm.engine.step([Feed(slot, [tok], i)])[0]
                 if i in positions:

@@ -42,7 +42,7 @@ def test_a_restored_conversation_answers_as_one_computed_from_scratch(path, adap
     saved = tmp_path / "chat.kv"
     first = LLM(str(path), context=256, device=adapter_gpu.device)
     answer, _ = reply(first, FIRST, max_tokens=1 if first.engine.kv.stateful else 6)
-    held = len(first._chat_tokens)
+    held = len(first.conversation.tokens)
     result = first.save_chat(saved)
     assert (result.tokens, result.written) == (held, held) and saved.stat().st_size == result.nbytes
 
@@ -56,10 +56,10 @@ def test_a_restored_conversation_answers_as_one_computed_from_scratch(path, adap
     # Closer than greedy tokens (a random model is sure of itself): the logits of tokens that follow the restored
     # positions equal those of the whole sequence computed at once.
     assert later.restore_chat(saved) == held
-    ids = later._chat_tokens + [3, 5, 8, 13, 21, 34, 55, 89, 144]
-    got = later.prefill(later._chat_slot, ids[held:], start=held, all_logits=True)
+    ids = later.conversation.tokens + [3, 5, 8, 13, 21, 34, 55, 89, 144]
+    got = later.prefill(later.conversation.slot, ids[held:], start=held, all_logits=True)
     fresh.reset_chat()
-    with fresh._slot() as slot:
+    with fresh.slot() as slot:
         want = fresh.prefill(slot, ids, all_logits=True)[held:]
     np.testing.assert_allclose(np.array(got), np.array(want), rtol=0, atol=2e-3 * float(np.abs(want).max()))
 
@@ -73,12 +73,12 @@ def test_a_later_save_writes_only_what_changed_and_equals_a_whole_save(path, ada
     steps = [follow_up(llm, answer, "and the honey? " * 3),  # grows the conversation past a block
              [{"role": "user", "content": "hello there"}]]  # an edit: shares only part of it
     for messages in steps:
-        held_before = len(llm._chat_tokens)
+        held_before = len(llm.conversation.tokens)
         reply(llm, messages)
         result = llm.save_chat(kept)
         whole = tmp_path / "whole.kv"
         whole.unlink(missing_ok=True)
-        assert llm.save_chat(whole).written == result.tokens == len(llm._chat_tokens)
+        assert llm.save_chat(whole).written == result.tokens == len(llm.conversation.tokens)
         if messages is steps[0] and not stateful:
             assert result.written < result.tokens - held_before + 16  # the part before the last saved block stays
         assert kept.read_bytes() == whole.read_bytes()
@@ -92,7 +92,7 @@ def test_files_that_do_not_fit_are_refused_and_the_conversation_kept(adapter_gpu
     good = tmp_path / "good.kv"
     llm.save_chat(good, identity="etag-1")
     data = good.read_bytes()
-    held = list(llm._chat_tokens)
+    held = list(llm.conversation.tokens)
 
     def damaged(name: str, content: bytes) -> Path:
         (tmp_path / name).write_bytes(content)
@@ -117,7 +117,7 @@ def test_files_that_do_not_fit_are_refused_and_the_conversation_kept(adapter_gpu
     for name, (file, words) in cases.items():
         with pytest.raises(ChatCacheError, match=words):
             llm.restore_chat(file, identity="etag-2" if name == "another identity" else "etag-1")
-        assert llm._chat_tokens == held, name
+        assert llm.conversation.tokens == held, name
     with pytest.raises(ChatCacheError, match="cache of"):  # another model: here, blocks of another size
         LLM(str(other), context=256, device=adapter_gpu.device).restore_chat(good, identity="etag-1")
     with pytest.raises(ChatCacheError, match="f16 cache|f32 cache"):

@@ -23,7 +23,6 @@ from llmchat.runtime.memory import DEFAULT_ADAPTER, plan_memory
 from llmchat.models import config_from_metadata
 from llmchat.runtime.sampler import SamplingParams
 from llmchat.runtime.prefix_cache import PrefixCache
-from llmchat.runtime.scheduler import Scheduler
 from model_factory import write_model
 
 pytestmark = pytest.mark.gpu
@@ -95,14 +94,14 @@ def batched_equal_alone(llm: LLM) -> None:
 def test_chunked_prefill_equals_token_by_token(llm):
     tokens = prompt(4, 40)
     want = alone(llm, tokens)
-    with llm._slot() as slot:
+    with llm.slot() as slot:
         got = llm.prefill(slot, tokens, all_logits=True)  # chunks of 16
     close([list(r) for r in got], want, "chunked")
 
 
 def test_a_step_must_continue_where_the_state_stands(llm):
     tokens = prompt(5, 10)
-    with llm._slot() as slot:
+    with llm.slot() as slot:
         llm.prefill(slot, tokens)
         assert llm.engine.kv.state_position(slot) == 10
         with pytest.raises(LLMChatError, match="cannot be rewound"):
@@ -114,7 +113,7 @@ def test_a_step_must_continue_where_the_state_stands(llm):
 
 def test_truncation_recomputes_from_the_start(llm):
     kv = llm.engine.kv
-    with llm._slot() as slot:
+    with llm.slot() as slot:
         llm.prefill(slot, prompt(6, 20))
         assert kv.truncate(slot, 20) == 20  # nothing cut: kept
         assert kv.truncate(slot, 12) == 0  # the state cannot go back to 12
@@ -128,7 +127,7 @@ def test_fork_copies_the_state(llm, at):
     tokens = prompt(7, 45)
     want = alone(llm, tokens)
     kv = llm.engine.kv
-    with llm._slot() as parent:
+    with llm.slot() as parent:
         llm.prefill(parent, tokens[:at])
         assert not kv.can_fork(parent, 16)  # the state stands at `at`
         with pytest.raises(LLMChatError, match="cannot be forked"):
@@ -172,7 +171,7 @@ def test_chat_keeps_or_recomputes_the_conversation(path, adapter_gpu):  # noqa: 
     llm = LLM(str(path), context=128, device=adapter_gpu.device)
     # One token: the conversation's state then stands at the end of the prompt, which the next one extends.
     answer, _ = reply(llm, first, max_tokens=1)
-    state_at = len(llm._chat_tokens)
+    state_at = len(llm.conversation.tokens)
     follow = first + [{"role": "assistant", "content": llm.tokenizer.decode(answer)},
                       {"role": "user", "content": "and then"}]
     edited = [{"role": "user", "content": "hello world"}]
@@ -203,7 +202,7 @@ def test_scheduler_batches_hybrid_sequences(llm):
             if len(ends) == len(prompts):
                 done.set()
 
-    scheduler = Scheduler(llm.engine, llm.tokenizer, max_batch=3, prefill_chunk=4)
+    scheduler = llm.scheduler(max_batch=3, prefill_chunk=4)
     scheduler.start()
     try:
         scheduler.submit([GenerationRequest(p, SamplingParams(), 8, ignore_eos=True) for p in prompts], sink)
@@ -246,7 +245,7 @@ def test_scheduler_reuses_a_finished_conversation(llm):
     the server's scheduler, and gives what it gives computed in full."""
     import threading
     first = prompt(20, 21)
-    scheduler = Scheduler(llm.engine, llm.tokenizer, max_batch=2, prefill_chunk=4)
+    scheduler = llm.scheduler(max_batch=2, prefill_chunk=4)
     scheduler.start()
 
     def run(tokens):

@@ -14,9 +14,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from gpu_util import (  # noqa: F401 (gpu, rng and tiles_gpu are fixtures)
-    ALL_TYPES, Gpu, assert_close, case_id, gpu, random_weight, rng, tiles_gpu,
+    ALL_TYPES, Gpu, adapter_only, assert_close, case_id, gpu, needs, random_weight, rng, tiles_gpu,
 )
-from test_kernels_matmul_variants import activations, layouts, silu, split, split_k, split_rows, upload
+from test_kernels_matmul_variants import (
+    activations, layouts, silu, split, split_k, split_rows, subgroup_cases, upload,
+)
 
 from llmchat.gguf.types import BLOCK_LAYOUT, GGMLType
 from llmchat.gpu import ops
@@ -71,7 +73,8 @@ CASES = ([(t, q, lay, *s) for t in ROWGROUP if t.tokens == 1 for q, lay in QTYPE
          + [(t, q, lay, *s) for t in (TILED[0], ROWGROUP[3]) for q, lay in QTYPES for s in PREFILL])
 
 
-@pytest.mark.parametrize("tile,qtype,layout,rows,k,n_tokens", CASES,
+@adapter_only
+@pytest.mark.parametrize("tile,qtype,layout,rows,k,n_tokens", subgroup_cases(CASES),
                          ids=lambda v: tile_id(v) if isinstance(v, MatmulTile) else case_id(v))
 def test_shape_at_model_sizes(gpu: Gpu, rng, tile, qtype, layout, rows, k, n_tokens):
     if k % BLOCK_LAYOUT[qtype][0]:
@@ -79,7 +82,8 @@ def test_shape_at_model_sizes(gpu: Gpu, rng, tile, qtype, layout, rows, k, n_tok
     run_case(gpu, rng, tile, qtype, layout, rows, k, n_tokens)
 
 
-@pytest.mark.parametrize("tile", [ROWGROUP[0], TILED[0]], ids=tile_id)
+@adapter_only
+@pytest.mark.parametrize("tile", subgroup_cases([ROWGROUP[0], TILED[0]]), ids=tile_id)
 @pytest.mark.parametrize("qtype,layout", layouts(ALL_TYPES), ids=case_id)
 def test_every_type_and_layout(gpu: Gpu, rng, qtype: GGMLType, layout: str, tile: MatmulTile):
     """Every type's decoder in both layouts through the default GPU decode and prefill tiles."""
@@ -87,7 +91,7 @@ def test_every_type_and_layout(gpu: Gpu, rng, qtype: GGMLType, layout: str, tile
     run_case(gpu, rng, tile, qtype, layout, rows, k, 1 if tile.shape == "rowgroup" else 11)
 
 
-@pytest.mark.parametrize("tile", TILES, ids=tile_id)
+@pytest.mark.parametrize("tile", subgroup_cases(TILES), ids=tile_id)
 @pytest.mark.parametrize("qtype,layout,act", [(GGMLType.Q4_1, "gguf", "silu"), (GGMLType.Q6_K, "split", "gelu"),
                                               (GGMLType.Q4_K, "gguf", "silu")], ids=case_id)
 def test_gated_with_folded_norm(gpu: Gpu, rng, tile: MatmulTile, qtype: GGMLType, layout: str, act: str):
@@ -109,7 +113,7 @@ def test_gated_with_folded_norm(gpu: Gpu, rng, tile: MatmulTile, qtype: GGMLType
     assert_close(gpu.read(y), gate * b, what=f"{tile_id(tile)} {qtype.name} {act}")
 
 
-@pytest.mark.parametrize("tile", TILES, ids=tile_id)
+@pytest.mark.parametrize("tile", subgroup_cases(TILES), ids=tile_id)
 def test_adds_into_residual_with_bias(gpu: Gpu, rng, tile: MatmulTile):
     """MODE 1 with a bias into columns [5, 5 + rows) of a wider y: the other columns keep their values."""
     usable(gpu, tile)
@@ -146,7 +150,7 @@ def test_split_layout_in_parts(tiles_gpu: Gpu, rng, tile: MatmulTile, qtype: GGM
     assert_close(tiles_gpu.read(y), x @ w.T, what=f"split {tile_id(tile)} {qtype.name}")
 
 
-@pytest.mark.parametrize("reduce", ["subgroup", "workgroup"])
+@pytest.mark.parametrize("reduce", [pytest.param("subgroup", marks=needs("subgroups")), "workgroup"])
 def test_rowgroup_grid_past_65535_workgroups(gpu: Gpu, rng, reduce: str):
     """A vocabulary-sized output (70001 rows, one per workgroup) folds its workgroups into z; every row lands."""
     tile = MatmulTile(1, 1, 8, shape="rowgroup", reduce=reduce)

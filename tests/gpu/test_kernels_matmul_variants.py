@@ -20,7 +20,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from gpu_util import (  # noqa: F401 (gpu, rng, split_gpu and tiles_gpu are fixtures)
-    ALL_TYPES, SPLIT_BINDING, TILES_BINDING, Gpu, assert_close, case_id, gpu, random_weight, rng, split_gpu, tiles_gpu,
+    ALL_TYPES, SPLIT_BINDING, TILES_BINDING, Gpu, adapter_only, assert_close, case_id, gpu, needs, random_weight, rng,
+    split_gpu, tiles_gpu,
 )
 
 from llmchat.gguf.types import BLOCK_LAYOUT, GGMLType
@@ -51,6 +52,19 @@ def tile_id(t: MatmulTile) -> str:
 def usable(gpu: Gpu, tile: MatmulTile) -> None:
     if tile.xload == "shared" and subgroup_size(gpu.device) < 8:
         pytest.skip("shared loads of x need subgroups of at least 8 lanes")
+
+
+def subgroup_cases(cases: list) -> list:
+    """`cases` (tiles, or tuples that start with one) for parametrize, each whose tile works on subgroups (shared
+    loads of x, subgroup reductions) marked as needing them, so that no profile without subgroups collects it."""
+    def case(c):
+        values = c if isinstance(c, tuple) else (c,)
+        return pytest.param(*values, marks=needs("subgroups")) if on_subgroups(values[0]) else c
+    return [case(c) for c in cases]
+
+
+def on_subgroups(tile: MatmulTile) -> bool:
+    return tile.xload == "shared" or tile.reduce == "subgroup"
 
 
 def split(gpu: Gpu, qtype: GGMLType, raw: np.ndarray, store: str = "buffer"):
@@ -94,7 +108,7 @@ CASES = ([(t, q, layout) for t in TILES for q, layout in layouts([GGMLType.Q4_1,
          + [(TILES[1], GGMLType.Q4_K, "gguf"), (TILES[3], GGMLType.Q4_K, "gguf")])
 
 
-@pytest.mark.parametrize("tile,qtype,layout", CASES,
+@pytest.mark.parametrize("tile,qtype,layout", subgroup_cases(CASES),
                          ids=lambda v: tile_id(v) if isinstance(v, MatmulTile) else case_id(v))
 def test_tile_matches_reference(gpu: Gpu, rng, tile: MatmulTile, qtype: GGMLType, layout: str):
     usable(gpu, tile)
@@ -122,7 +136,8 @@ MODEL_CASES = ([(t, q, layout) for t in (TILES[1], TILES[4], TILES[0]) for q, la
                + [(t, q, "texture") for t in WIDE[:2] for q in SPLIT_TYPES])
 
 
-@pytest.mark.parametrize("tile,qtype,layout", MODEL_CASES,
+@adapter_only
+@pytest.mark.parametrize("tile,qtype,layout", subgroup_cases(MODEL_CASES),
                          ids=lambda v: tile_id(v) if isinstance(v, MatmulTile) else case_id(v))
 def test_every_type_and_layout_at_model_shapes(gpu: Gpu, rng, qtype: GGMLType, layout: str, tile: MatmulTile):
     """The decode and prefill tiles of CPU emulators (8 and 16 rows) and the GPU tile, for every type in each
@@ -214,7 +229,7 @@ GATED = ([(t, GGMLType.Q4_1, "gguf", 21) for t in TILES] + [(t, GGMLType.Q4_1, "
          + [(t, q, "texture", 24) for t in (WIDE[0], WIDE[1]) for q in (GGMLType.Q8_0, GGMLType.Q5_0)])
 
 
-@pytest.mark.parametrize("tile,qtype,layout,hidden", GATED,
+@pytest.mark.parametrize("tile,qtype,layout,hidden", subgroup_cases(GATED),
                          ids=lambda v: tile_id(v) if isinstance(v, MatmulTile) else case_id(v))
 def test_tile_gated_with_folded_norm(gpu: Gpu, rng, tile: MatmulTile, qtype: GGMLType, layout: str, hidden: int):
     """MODE 2 with `norm`: silu(rmsnorm(x) @ gate^T) * (rmsnorm(x) @ up^T), `hidden` gate rows; x far from unit
@@ -233,7 +248,7 @@ def test_tile_gated_with_folded_norm(gpu: Gpu, rng, tile: MatmulTile, qtype: GGM
     assert_close(gpu.read(y), silu(h @ w[:hidden].T) * (h @ w[hidden:].T), what=f"{tile_id(tile)} {qtype.name}")
 
 
-@pytest.mark.parametrize("tile", TILES[:4], ids=tile_id)
+@pytest.mark.parametrize("tile", subgroup_cases(TILES[:4]), ids=tile_id)
 def test_tile_adds_into_residual_with_bias(gpu: Gpu, rng, tile: MatmulTile):
     """MODE 1 with a bias into columns [5, 5 + rows) of a wider y: the other columns keep their values."""
     usable(gpu, tile)

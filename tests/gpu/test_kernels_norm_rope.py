@@ -17,9 +17,10 @@ import math
 import numpy as np
 import pytest
 import reference_ops as ref
-from gpu_util import Gpu, assert_close, gpu, rng  # noqa: F401 (gpu and rng are fixtures)
+from gpu_util import Gpu, assert_close, gpu, needs, rng  # noqa: F401 (gpu and rng are fixtures)
 from paged_cache import PagedCache, slots_for, token_infos, upload
 
+from llmchat.gguf.config import AttentionShape, Rope
 from llmchat.gguf.types import GGMLType
 from llmchat.gpu import ops
 from llmchat.gpu.tensors import Piece, upload_weight
@@ -99,7 +100,7 @@ def test_qk_norm_gives_q_and_k_heads_their_own_weights(gpu: Gpu, rng, n_head: in
     rec = gpu.recorder(n_tokens)
     qa = gpu.act(rec, "qkv", qkv)
     ops.qk_norm(rec, qa, upload(gpu, gq.astype(np.float32), "q_norm"), upload(gpu, gk.astype(np.float32), "k_norm"),
-                1e-6, head_dim=hd, n_head=n_head, n_kv_head=n_kv)
+                1e-6, AttentionShape(n_head, n_kv, hd, scale=hd ** -0.5))
     assert len(rec.dispatches) == 1
     gpu.run(rec)
     want = qkv.copy()
@@ -166,11 +167,10 @@ def run_rope(g: Gpu, rng: np.random.Generator, infos: list[tuple[int, int]], *, 
     rec = g.recorder(n_tokens)
     rows = slots_for(n_tokens)
     qa = g.act(rec, "qkv", np.vstack([qkv, np.full((rows - n_tokens, heads * hd), np.nan)]))
-    k_buf, v_buf, table = cache.upload(g)
+    layer = cache.upload(g)
     freqs = None if factors is None else upload(g, factors.astype(np.float32), "rope_freqs")
-    ops.rope_store(rec, qa, token_infos(g, infos, rows), k_buf, v_buf, table, n_head=n_head, n_kv_head=n_kv,
-                   head_dim=hd, rope_dim=rope_dim, freq_base=freq_base, freq_scale=freq_scale, neox=neox, freqs=freqs,
-                   max_blocks=max_blocks, kv_type=kv_type)
+    shape = AttentionShape(n_head, n_kv, hd, scale=hd ** -0.5, rope=Rope(rope_dim, freq_base, freq_scale, neox=neox))
+    ops.rope_store(rec, qa, token_infos(g, infos, rows), layer, shape, freqs=freqs)
     g.run(rec)
 
     positions = np.array([p for _, p in infos])
@@ -188,7 +188,7 @@ def run_rope(g: Gpu, rng: np.random.Generator, infos: list[tuple[int, int]], *, 
         row = cache.rows(slot, pos)
         want_k[row] = want.reshape(n_tokens, heads, hd)[t, n_head:n_head + n_kv]
         want_v[row] = heads_in[t, n_head + n_kv:]
-    got_k, got_v = (cache.flat(a).astype(np.float64) for a in cache.read(g, k_buf, v_buf))
+    got_k, got_v = (cache.flat(a).astype(np.float64) for a in cache.read(g, layer))
     for name, got_c, want_c in (("k cache", got_k, want_k), ("v cache", got_v, want_v)):
         written = ~np.isnan(want_c).all(axis=(1, 2))
         assert np.isnan(got_c[~written]).all(), f"{name}: rows that belong to no token were written"
@@ -205,6 +205,7 @@ def test_rope_store_modes_and_partial_rotation(gpu: Gpu, rng, neox: bool, hd: in
     run_rope(gpu, rng, infos, n_head=4, n_kv=2, hd=hd, rope_dim=rope_dim, neox=neox)
 
 
+@needs("f16")
 @pytest.mark.parametrize("hd,rope_dim", [(64, 64), (256, 128)])
 def test_rope_store_into_f16_cache(gpu: Gpu, rng, hd: int, rope_dim: int):
     """The f16 cache (adapters with shader-f16): k and v rounded to f16 at their rows, nothing else written."""
@@ -253,10 +254,9 @@ def test_rope_without_store_rotates_q_only(gpu: Gpu, rng):
     qkv = f32(rng.standard_normal((n_tokens, heads * hd)))
     rec = gpu.recorder(n_tokens)
     qa = gpu.act(rec, "qkv", qkv)
-    k_buf, v_buf, table = cache.upload(gpu)
-    ops.rope_store(rec, qa, token_infos(gpu, infos, n_tokens), k_buf, v_buf, table, n_head=n_head, n_kv_head=n_kv,
-                   head_dim=hd, rope_dim=rope_dim, freq_base=10000.0, neox=True, max_blocks=2, kv_type="f32",
-                   store=False)
+    layer = cache.upload(gpu)
+    shape = AttentionShape(n_head, n_kv, hd, scale=hd ** -0.5, rope=Rope(rope_dim, 10000.0))
+    ops.rope_store(rec, qa, token_infos(gpu, infos, n_tokens), layer, shape, store=False)
     gpu.run(rec)
     heads_in = qkv.reshape(n_tokens, heads, hd)
     rotated = ref.rope(heads_in[:, :n_head], np.array([p for _, p in infos]), rope_dim=rope_dim, freq_base=10000.0,
@@ -264,7 +264,7 @@ def test_rope_without_store_rotates_q_only(gpu: Gpu, rng):
     got = gpu.read(qa)
     assert_close(got[:, :n_head * hd], rotated.reshape(n_tokens, -1), rel=0.0, abs_=ROPE_ABS * np.abs(qkv).max())
     assert (got[:, n_head * hd:] == qkv[:, n_head * hd:]).all(), "k or v columns changed"
-    got_k, got_v = cache.read(gpu, k_buf, v_buf)
+    got_k, got_v = cache.read(gpu, layer)
     for name, got_c, was in (("k", got_k, cache.k), ("v", got_v, cache.v)):
         assert np.array_equal(got_c, was.astype(np.float32), equal_nan=True), f"the {name} cache was written"
 

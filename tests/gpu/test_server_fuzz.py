@@ -3,6 +3,7 @@ is a documented 2xx/4xx in the declared shape, never a 500. In-process (ASGI) wi
 64-token context, so generations stay short; a few hundred cases in all."""
 from __future__ import annotations
 
+import zlib
 from typing import Any
 
 import pytest
@@ -68,7 +69,9 @@ def test_api_answers_without_server_errors(api_schema, label, mode, examples):
               suppress_health_check=list(HealthCheck))
     def fuzz(case):
         body = case.body
-        if mode is GenerationMode.POSITIVE and isinstance(body, dict) and hash(str(body)) % 4:
+        # Three bodies in four, picked by crc32: hash() of a str changes with PYTHONHASHSEED, and the cases with it.
+        rewrite = zlib.crc32(str(body).encode("utf-8", "surrogatepass")) % 4 != 0
+        if mode is GenerationMode.POSITIVE and isinstance(body, dict) and rewrite:
             # Mostly the served model and no fields that are refused up front, so that cases reach generation.
             body["model"] = "tiny"
             for name in NOT_YET & set(body):

@@ -2,6 +2,7 @@
 eviction when cache blocks run out, cancellation at every stage, refusals at the door, shutdown."""
 from __future__ import annotations
 
+import math
 import threading
 
 import pytest
@@ -62,7 +63,7 @@ class Collector:
 
 
 def _scheduler(llm: LLM, **options) -> Scheduler:
-    s = Scheduler(llm.engine, llm.tokenizer, **{"max_batch": 2, "max_queue": 8, "prefill_chunk": 4, **options})
+    s = llm.scheduler(**{"max_batch": 2, "max_queue": 8, "prefill_chunk": 4, **options})
     s.start()
     return s
 
@@ -173,6 +174,36 @@ def test_refusals_at_the_door(llm):
     assert isinstance(running.ends[0], (FinishEvent, ErrorEvent))
     with pytest.raises(SchedulerStoppedError):
         scheduler.submit([_greedy([1], 1)], Collector(1))
+
+
+def test_retry_after_is_the_running_sequence_at_the_decode_rate(llm):
+    """A full queue's Retry-After is when the running sequence (the one batch place) ends, so that the waiting one
+    starts and frees its place: its remaining tokens at the decode rate measured over the last steps. The sink holds
+    the scheduler at the running sequence's sixth token, so neither moves while the test asks; until then it paces
+    the tokens at 5 a second at most, so the estimate is seconds, not the 1 s floor."""
+    scheduler = _scheduler(llm, max_batch=1, max_queue=1)
+    seen, held, release = [], threading.Event(), threading.Event()
+
+    def paced(index, event):
+        if isinstance(event, TokenEvent):
+            seen.append(event.token)
+            if len(seen) == 6:
+                held.set()
+                release.wait(60)
+            else:
+                release.wait(0.2)
+
+    try:
+        scheduler.submit([_greedy([1, 2], 40)], paced)
+        assert held.wait(60)
+        scheduler.submit([_greedy([3], 2)], Collector(1))
+        with pytest.raises(QueueFullError) as info:
+            scheduler.submit([_greedy([4], 2)], Collector(1))
+        rate = scheduler.tokens_per_second()
+        assert rate is not None and info.value.retry_after == math.ceil((40 - 6) / rate) > 1
+    finally:
+        release.set()
+        scheduler.stop()
 
 
 def test_stop_fails_what_is_left(llm):

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -226,7 +227,11 @@ def test_two_tabs_share_one_download(page, server, model_file):
     server.faults.stall_model_at, server.faults.stall_seconds = 1_500_000, 1.5  # keeps the first one busy
     job = {"url": f"{server.url}/models/tiny.gguf", "digest": True, "options": {"stallMs": 1000, "retries": 3, "backoffMs": 10}}
     page.evaluate("(job) => { window.first = runStore(job); }", job)
-    page.wait_for_timeout(300)
+    # Its second request (the download after the probe) is made under the model's lock, which it then holds.
+    deadline = time.monotonic() + 60
+    while len(server.log.model_requests()) < 2:
+        assert time.monotonic() < deadline, f"the first tab's download did not start: {server.log.model_requests()}"
+        time.sleep(0.02)
     second = other.evaluate("(job) => runStore(job)", job)
     first = page.evaluate("window.first")
     other.close()

@@ -1,7 +1,7 @@
 """A reply that ends inside a UTF-8 character — cut by max_tokens, by an end-of-generation token, or next to a
 stop string — ends the same way from the Python API and from the server: both take the text from the one
-generation loop (llmchat.runtime.generation.Sequence → llmchat.chat.textstream.TextStream), whose end turns the unfinished
-character into U+FFFD.
+generation loop (llmchat.runtime.generation.Generation → llmchat.chat.textstream.TextStream), whose end turns the
+unfinished character into U+FFFD.
 
 The token ids below are SmolLM2-135M-Instruct's greedy continuations of the prompts (found by running it); they
 are fixed data here, so the text-stream cases need the tokenizer only. One end-to-end pair runs the model through

@@ -7,11 +7,10 @@ import math
 
 import pytest
 
-from llmchat.runtime.constraint import Constraint
-from llmchat.runtime.generation import FinishEvent, GenerationRequest, Sequence
+from llmchat.runtime.generation import FinishEvent, Generation, GenerationRequest
 from llmchat.gguf.file import open_gguf
 from llmchat.gpu.ops import TopK
-from llmchat.grammar import Grammar
+from llmchat.grammar import Constraint, Grammar
 from llmchat.runtime.sampler import SamplingParams
 from llmchat.tokenizer.tokenizer import Tokenizer
 
@@ -30,10 +29,10 @@ def token(tokenizer: Tokenizer, text: str) -> int:
     return ids[0]
 
 
-def sequence(tokenizer, grammar: str, *, triggers=(), start_triggers=(), max_tokens=16, **sampling) -> Sequence:
+def sequence(tokenizer, grammar: str, *, triggers=(), start_triggers=(), max_tokens=16, **sampling) -> Generation:
     constraint = Constraint(Grammar.parse(grammar), tuple(triggers), tuple(start_triggers))
     request = GenerationRequest([1, 2, 3], SamplingParams(**sampling), max_tokens, constraint=constraint)
-    seq = Sequence(request, tokenizer, tokenizer.vocab_size, 256)
+    seq = Generation(request, tokenizer, tokenizer.vocab_size, 256)
     seq.start(slot=0)
     seq.pos = len(seq.tokens)
     return seq
@@ -53,7 +52,7 @@ def candidates(row: list[float], k: int) -> TopK:
     return TopK(best, sum(math.exp(x - best) for x in row), tuple(row[i] for i in ranked), tuple(ranked))
 
 
-def step(seq: Sequence, row: list[float], k: int = 16) -> list:
+def step(seq: Generation, row: list[float], k: int = 16) -> list:
     reads = []
     events = seq.sample(candidates(row, k), lambda: reads.append(1) or row)
     seq.pos = len(seq.tokens)

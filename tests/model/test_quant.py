@@ -19,6 +19,7 @@ from hypothesis.extra import numpy as hnp
 from llmchat import quant
 from llmchat.errors import GGUFError, UnsupportedModelError
 from llmchat.gguf.types import BLOCK_LAYOUT, GGMLType
+from llmchat.quant.synthetic import SPREAD_SAMPLE
 
 ALL_TYPES = [
     GGMLType.F32, GGMLType.F16, GGMLType.BF16,
@@ -27,37 +28,20 @@ ALL_TYPES = [
     GGMLType.IQ4_NL, GGMLType.IQ4_XS,
 ]  # fmt: skip
 QUANTIZABLE = ALL_TYPES[:8]
-
-# Byte offsets of the f16 fields in each block. Random bytes there could be inf/NaN, which would make the
-# comparison meaningless, so tests write finite f16 values into them. F32 and BF16 keep raw random bits: their
-# decoding is a bit reinterpretation and the bitwise comparison covers NaN payloads too.
-F16_FIELDS: dict[GGMLType, tuple[int, ...]] = {
-    GGMLType.F32: (),
-    GGMLType.F16: (0,),
-    GGMLType.BF16: (),
-    GGMLType.Q4_0: (0,),
-    GGMLType.Q4_1: (0, 2),
-    GGMLType.Q5_0: (0,),
-    GGMLType.Q5_1: (0, 2),
-    GGMLType.Q8_0: (0,),
-    GGMLType.Q2_K: (80, 82),
-    GGMLType.Q3_K: (108,),
-    GGMLType.Q4_K: (0, 2),
-    GGMLType.Q5_K: (0, 2),
-    GGMLType.Q6_K: (208,),
-    GGMLType.IQ4_NL: (0,),
-    GGMLType.IQ4_XS: (0,),
-}
-
+BLOCK_TYPES = ALL_TYPES[3:]  # the quantized types: blocks of 32 or 256 elements with f16 scales
 
 def reference_type(ggml_type: GGMLType) -> gguf.GGMLQuantizationType:
     return gguf.GGMLQuantizationType(int(ggml_type))
 
 
 def random_blocks(ggml_type: GGMLType, n_blocks: int, rng: np.random.Generator) -> np.ndarray:
-    """Random payload bytes with finite f16 fields (any finite pattern: zeros, subnormals, negatives, 65504)."""
+    """Random payload bytes with finite f16 fields (any finite pattern: zeros, subnormals, negatives, 65504).
+
+    Random bits there could be inf/NaN, which would make the comparison meaningless. F32 and BF16 have no f16
+    fields and keep raw random bits: their decoding is a bit reinterpretation and the bitwise comparison covers NaN
+    payloads too."""
     blocks = rng.integers(0, 256, (n_blocks, BLOCK_LAYOUT[ggml_type][1]), dtype=np.uint8)
-    for offset in F16_FIELDS[ggml_type]:
+    for offset in quant.get(ggml_type).f16_fields:
         bits = rng.integers(0, 1 << 16, n_blocks, dtype=np.uint16)
         exponent_all_ones = (bits & 0x7C00) == 0x7C00
         bits[exponent_all_ones] &= np.uint16(0xBFFF)  # clear the top exponent bit: a large finite value
@@ -91,6 +75,27 @@ def test_overview_table_in_package_docstring_matches_the_classes():
         assert (int(elems), int(nbytes)) == (fmt.block_elems, fmt.block_bytes)
         assert float(bits) == fmt.bits_per_weight()
         assert (can_quantize == "yes") == fmt.can_quantize()
+
+
+@pytest.mark.parametrize("ggml_type", BLOCK_TYPES, ids=lambda t: t.name)
+def test_f16_fields_are_the_documented_ones(ggml_type: GGMLType):
+    fmt = quant.get(ggml_type)
+    documented = re.findall(r"^\s*bytes\s+(\d+)\.\.(\d+)\s+\w+\s+f16 ", fmt.__doc__ or "", re.MULTILINE)
+    assert tuple(int(first) for first, _ in documented) == fmt.f16_fields
+    assert all(int(last) == int(first) + 1 for first, last in documented)
+
+
+@pytest.mark.parametrize("ggml_type", BLOCK_TYPES, ids=lambda t: t.name)
+def test_values_scale_with_the_f16_fields_together(ggml_type: GGMLType):
+    """Halving every f16 field halves every value exactly, so no scale lies outside them: what makes random bytes
+    elsewhere safe and lets `random_weights` set a spread through them alone."""
+    fmt = quant.get(ggml_type)
+    blocks = quant.random_blocks(np.random.default_rng(int(ggml_type)), ggml_type, (6, fmt.block_elems))
+    halved = blocks.copy()
+    for offset in fmt.f16_fields:
+        field = np.ascontiguousarray(blocks[:, offset : offset + 2]).view("<f2")
+        halved[:, offset : offset + 2] = (field / np.float16(2)).view(np.uint8)
+    assert same_bits(fmt.dequantize(halved), fmt.dequantize(blocks) / np.float32(2))
 
 
 def test_get_accepts_plain_ids_and_names_unsupported_types():
@@ -450,6 +455,41 @@ def test_block_methods_check_their_arguments():
         quant.Q4_0.dequantize(np.zeros((1, 20), np.uint8))
     with pytest.raises(ValueError, match=r"\(n_blocks, 32\)"):
         quant.Q4_0.quantize(np.zeros(32, np.float32))
+
+
+# --- random tensors --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("ggml_type", BLOCK_TYPES, ids=lambda t: t.name)
+def test_random_blocks_have_sane_f16_fields_and_finite_values(ggml_type: GGMLType):
+    fmt = quant.get(ggml_type)
+    raw = quant.random_blocks(np.random.default_rng(1), ggml_type, (3, 2 * fmt.block_elems))
+    assert raw.dtype == np.uint8 and raw.shape == (3, 2 * fmt.block_bytes)
+    blocks = raw.reshape(-1, fmt.block_bytes)
+    for offset in fmt.f16_fields:
+        magnitude = np.abs(np.ascontiguousarray(blocks[:, offset : offset + 2]).view("<f2"))
+        assert np.all((magnitude >= np.float16(0.005)) & (magnitude <= np.float16(0.05)))
+    assert np.isfinite(fmt.dequantize(blocks)).all()
+
+
+@pytest.mark.parametrize("ggml_type", BLOCK_TYPES, ids=lambda t: t.name)
+@pytest.mark.parametrize("rows", [8, 512], ids=["measured", "sampled"])
+def test_random_weights_have_the_spread_asked_for(ggml_type: GGMLType, rows: int):
+    """Exact but for the f16 rounding of the scale where every block is measured; close where only a sample is.
+    (A spread whose scale is a normal f16 for every type: smaller ones get the coarser steps of subnormal f16.)"""
+    raw = quant.random_weights(np.random.default_rng(2), ggml_type, (rows, 4096), 0.5)
+    measured = raw.size // quant.get(ggml_type).block_bytes <= SPREAD_SAMPLE
+    assert measured == (rows == 8)
+    values = quant.dequantize(raw, ggml_type, (4096, rows))
+    assert values.std() == pytest.approx(0.5, rel=1e-3 if measured else 2e-2)
+
+
+def test_random_tensors_refuse_float_types_and_partial_blocks():
+    rng = np.random.default_rng(3)
+    with pytest.raises(ValueError, match="F16"):
+        quant.random_blocks(rng, GGMLType.F16, (2, 32))
+    with pytest.raises(ValueError, match="multiple of 256"):
+        quant.random_weights(rng, GGMLType.Q4_K, (2, 128), 0.1)
 
 
 # --- the real model --------------------------------------------------------------------------------------------

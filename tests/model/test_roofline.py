@@ -1,5 +1,5 @@
-"""The roofline report (llmchat.gpu.roofline, `llmchat bench --roofline`): the bandwidth probes on this machine's adapter,
-the bytes each recorded dispatch says it moves, and the report's figures and fields from the real CLI."""
+"""The roofline report (llmchat.runtime.roofline, `llmchat bench --roofline`): the bandwidth probes on this machine's
+adapter, the bytes each recorded dispatch says it moves, and the report's figures and fields from the real CLI."""
 from __future__ import annotations
 
 import json
@@ -10,7 +10,7 @@ import pytest
 from gpu_util import gpu  # noqa: F401 - fixture
 from cli_util import llmchat, ok
 
-from llmchat.gpu import roofline
+from llmchat.runtime import roofline
 from llmchat.api import LLM
 from llmchat.gpu.kvlayout import CACHE_TYPES
 
@@ -50,7 +50,7 @@ def test_decode_step_traffic_counts_every_weight_once(smollm2):
     """The step's weight bytes, summed from what each dispatch says it reads, are the model's weights: every matrix
     once, the tied embedding table once more as the output projection, and one embedding row; norms count as
     other reads."""
-    program = roofline.decode_step(smollm2.engine, 256)
+    program = smollm2.decode_program(256)
     assert all(d.traffic is not None for d in program.dispatches)
     model = smollm2.model
     weights = sum(d.traffic.weights for d in program.dispatches)

@@ -1,6 +1,6 @@
 """Structured output and tool calls through `llmchat serve` with the official openai client: a pydantic model
 parsed by `chat.completions.parse`, the tool loop (call, run the tool, send the result, get the answer) streamed
-and not, the README's examples, and clear 400s for what cannot be enforced."""
+and not, the examples of docs/structured-output.md, and clear 400s for what cannot be enforced."""
 from __future__ import annotations
 
 import json
@@ -18,7 +18,7 @@ from server_util import running_server
 
 pytestmark = [pytest.mark.gpu, pytest.mark.model]
 
-README = Path(__file__).parents[2] / "README.md"
+EXAMPLES_PAGE = Path(__file__).parents[2] / "docs" / "structured-output.md"
 
 WEATHER = [{"type": "function", "function": {
     "name": "get_weather", "description": "The current weather in a city",
@@ -152,8 +152,8 @@ def test_what_cannot_be_enforced_is_a_clear_400(server, body, param, words):
 
 
 def _readme_example(name: str) -> str:
-    found = re.search(rf"<!-- readme-example: {name} -->\n```python\n(.*?)```", README.read_text(), re.S)
-    assert found, f"README has no {name} example"
+    found = re.search(rf"<!-- tested-example: {name} -->\n```python\n(.*?)```", EXAMPLES_PAGE.read_text(), re.S)
+    assert found, f"{EXAMPLES_PAGE.name} has no {name} example"
     return found[1]
 
 

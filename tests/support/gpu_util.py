@@ -3,9 +3,9 @@
 Test modules import the fixtures by name (`from gpu_util import gpu, split_gpu  # noqa: F401`).
 
 References come from the `gguf` package (`gguf.quants.dequantize`), the library the whole project is measured
-against. Weights are random *blocks*, not quantized random floats: random bytes reach every nibble, high bit and
-scale pattern a decoder must handle, while the f16 scale fields are overwritten with sane values so no block
-decodes to inf or NaN.
+against. Weights are random *blocks*, not quantized random floats (`llmchat.quant.random_blocks`): random bytes
+reach every nibble, high bit and scale pattern a decoder must handle, while the f16 scale fields get sane values so
+no block decodes to inf or NaN.
 """
 from __future__ import annotations
 
@@ -24,18 +24,14 @@ from llmchat.gpu.kernels import Kernels
 from llmchat.gpu.native import NativeDevice
 from llmchat.gpu.recorder import Act, Recorder
 from llmchat.gpu.tensors import Piece, Weight, upload_weight
+from llmchat.quant import random_blocks
+
+from adapter_marks import GPU_PROFILES, adapter_only, needs  # noqa: F401 (test modules import them from here)
 
 # Every type with a WGSL decoder, in the order GGUF numbers them.
 ALL_TYPES = [GGMLType.F32, GGMLType.F16, GGMLType.BF16, GGMLType.Q4_0, GGMLType.Q4_1, GGMLType.Q5_0, GGMLType.Q5_1,
              GGMLType.Q8_0, GGMLType.Q2_K, GGMLType.Q3_K, GGMLType.Q4_K, GGMLType.Q5_K, GGMLType.Q6_K,
              GGMLType.IQ4_NL, GGMLType.IQ4_XS]
-
-# Byte offsets of the f16 fields (scales, mins) inside one block of each quantized type.
-F16_FIELDS: dict[GGMLType, tuple[int, ...]] = {
-    GGMLType.Q4_0: (0,), GGMLType.Q4_1: (0, 2), GGMLType.Q5_0: (0,), GGMLType.Q5_1: (0, 2), GGMLType.Q8_0: (0,),
-    GGMLType.Q2_K: (80, 82), GGMLType.Q3_K: (108,), GGMLType.Q4_K: (0, 2), GGMLType.Q5_K: (0, 2),
-    GGMLType.Q6_K: (208,), GGMLType.IQ4_NL: (0,), GGMLType.IQ4_XS: (0,),
-}
 
 # Binding limit of the `split_gpu` device: small enough that test weights of a few dozen rows span several parts.
 SPLIT_BINDING = 1024  # in bytes
@@ -55,18 +51,12 @@ def block_elems(qtype: GGMLType) -> int:
 
 def random_weight(rng: np.random.Generator, qtype: GGMLType, rows: int, k: int) -> tuple[np.ndarray, np.ndarray]:
     """A random `rows` x `k` weight of type `qtype`: (raw GGUF bytes, uint8 rows x row_bytes; float64 values)."""
-    elems, nbytes = BLOCK_LAYOUT[qtype]
     gtype = gguf.GGMLQuantizationType(int(qtype))
-    if elems == 1:
+    if BLOCK_LAYOUT[qtype][0] == 1:
         # gguf returns F32 and F16 as float arrays; every caller here wants the bytes.
         raw = gguf.quants.quantize(rng.standard_normal((rows, k)).astype(np.float32), gtype).view(np.uint8)
     else:
-        blocks = rng.integers(0, 256, (rows * k // elems, nbytes), dtype=np.uint8)
-        for offset in F16_FIELDS[qtype]:
-            sign = rng.choice([-1.0, 1.0], len(blocks))
-            scale = (sign * rng.uniform(0.005, 0.05, len(blocks))).astype(np.float16)
-            blocks[:, offset:offset + 2] = scale.view(np.uint8).reshape(-1, 2)
-        raw = blocks.reshape(rows, -1)
+        raw = random_blocks(rng, qtype, (rows, k))
     values = gguf.quants.dequantize(raw, gtype).reshape(rows, k).astype(np.float64)
     assert np.isfinite(values).all()
     return raw, values
@@ -155,12 +145,6 @@ def _open(**options) -> Gpu:
     except NoAdapterError as e:
         pytest.skip(f"no WebGPU adapter: {e}")
     return Gpu(device, Kernels(device))
-
-
-# The kernel suites run twice: on the adapter as it is (or as $LLMCHAT_PROFILE caps it), and under the phone
-# profile, which turns subgroups and f16 off and lowers the limits to WebGPU's defaults, so the variants phones get
-# (plain loads of x, no subgroup kernels) are checked against the same references.
-GPU_PROFILES = [None, "phone"]
 
 
 @pytest.fixture(scope="session", params=GPU_PROFILES, ids=lambda p: p or "default")

@@ -6,10 +6,11 @@ tables and are checked against the architecture's tensor list there. Everything 
 generator in a fixed order, so the same arguments give the same bytes (tests/data/oracle relies on that).
 
 The vocabulary is byte-level BPE: the 256 byte symbols, a few merges, and ChatML control tokens, so the full
-load → tokenize → generate path runs on them. Tensors of types the `gguf` package cannot quantize (K-quants, IQ4)
-are random blocks scaled to the wanted spread (see `random_blocks`).
+load → tokenize → generate path runs on them. Weights are quantized by llmchat.quant (bit for bit as the `gguf`
+package would); the types it has no encoder for (K-quants, IQ4) get random blocks of the wanted spread instead
+(`llmchat.quant.random_weights`).
 
-This module needs only numpy and gguf: tools/reference/arch_oracle.py imports it from llama.cpp's environment.
+This module needs numpy, gguf and llmchat: tools/reference/arch_oracle.py imports it from llama.cpp's environment.
 """
 from __future__ import annotations
 
@@ -19,6 +20,8 @@ from pathlib import Path
 import gguf
 import numpy as np
 
+from llmchat import quant
+
 Q = gguf.GGMLQuantizationType
 T = gguf.MODEL_TENSOR
 
@@ -26,26 +29,6 @@ SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 MERGES = ["h e", "l l", "he ll", "Ġ t", "Ġt h"]
 
 ARCHES = ("llama", "mistral", "qwen2", "qwen3", "smollm3", "gemma3", "gemma4", "phi3", "lfm2", "qwen35")
-
-
-# Byte offsets of the f16 fields (scales, mins) in one block of the types written as random blocks.
-F16_FIELDS = {
-    Q.Q2_K: (80, 82), Q.Q3_K: (108,), Q.Q4_K: (0, 2), Q.Q5_K: (0, 2), Q.Q6_K: (208,), Q.IQ4_NL: (0,), Q.IQ4_XS: (0,),
-}
-
-
-def random_blocks(rng: np.random.Generator, qtype: Q, shape: tuple[int, ...], scale: float) -> np.ndarray:
-    """Random blocks of `qtype` for a tensor of numpy shape `shape` whose values have a standard deviation of about
-    `scale`: every value is linear in the block's f16 fields, so the fields are set to 1, the values measured, and
-    the fields set again to scale / that spread."""
-    elems, nbytes = gguf.GGML_QUANT_SIZES[qtype]
-    blocks = rng.integers(0, 256, (int(np.prod(shape)) // elems, nbytes), dtype=np.uint8)
-    for factor in (1.0, None):
-        if factor is None:
-            factor = scale / gguf.quants.dequantize(blocks, qtype).std()
-        for offset in F16_FIELDS[qtype]:
-            blocks[:, offset:offset + 2] = np.full((len(blocks), 1), factor, np.float16).view(np.uint8)
-    return blocks.reshape(*shape[:-1], shape[-1] // elems * nbytes)
 
 
 def _file_type(qtype: Q) -> gguf.LlamaFileType:
@@ -293,7 +276,7 @@ def write_model(path: Path, *, arch: str = "llama", label: str | None = None, qt
         if t == Q.F32:
             w.add_tensor(n, x)
         else:
-            q = random_blocks(rng, t, (rows, cols), spread) if t in F16_FIELDS else gguf.quants.quantize(x, t)
+            q = quant.quantize(x, t) if quant.get(t).can_quantize() else quant.random_weights(rng, t, x.shape, spread)
             w.add_tensor(n, q, raw_shape=q.shape, raw_dtype=t)
 
     def vector(kind: T, size: int, bid: int | None = None, *, mean: float = 1.0, std: float = 0.1,

@@ -13,7 +13,7 @@ from gpu_util import Gpu
 from reference_ops import paged_rows
 
 from llmchat.gpu.device import Buffer
-from llmchat.gpu.kvlayout import BLOCK_TOKENS
+from llmchat.gpu.kvlayout import BLOCK_TOKENS, KVLayer
 
 
 def upload(g: Gpu, values: np.ndarray, label: str) -> Buffer:
@@ -82,16 +82,19 @@ class PagedCache:
         rows = self.rows(slot, np.arange(n_positions))
         return self.flat(self.k)[rows].astype(np.float64), self.flat(self.v)[rows].astype(np.float64)
 
-    def upload(self, g: Gpu) -> tuple[Buffer, Buffer, Buffer]:
-        return (upload(g, self.k.astype(self.np_type), "k_cache"), upload(g, self.v.astype(self.np_type), "v_cache"),
-                upload(g, self.table, "block_table"))
+    def upload(self, g: Gpu) -> KVLayer:
+        """The cache on the GPU as a layer of a cache whose sequences may hold every position the table covers."""
+        max_blocks = self.table.shape[1]
+        return KVLayer(upload(g, self.k.astype(self.np_type), "k_cache"),
+                       upload(g, self.v.astype(self.np_type), "v_cache"), upload(g, self.table, "block_table"),
+                       max_blocks, max_blocks * BLOCK_TOKENS, self.kv_type)
 
-    def read(self, g: Gpu, k_buf: Buffer, v_buf: Buffer) -> tuple[np.ndarray, np.ndarray]:
+    def read(self, g: Gpu, layer: KVLayer) -> tuple[np.ndarray, np.ndarray]:
         """The GPU's K and V buffers in the cache's shape."""
         shape, t = self.k.shape, self.np_type
         n = self.k.size * np.dtype(t).itemsize
-        k = np.frombuffer(g.device.read(k_buf, 0, n), t).reshape(shape).astype(np.float32)
-        v = np.frombuffer(g.device.read(v_buf, 0, n), t).reshape(shape).astype(np.float32)
+        k = np.frombuffer(g.device.read(layer.k, 0, n), t).reshape(shape).astype(np.float32)
+        v = np.frombuffer(g.device.read(layer.v, 0, n), t).reshape(shape).astype(np.float32)
         return k, v
 
 

@@ -1,13 +1,13 @@
-"""The generation loop's rules (llmchat.runtime.generation.Sequence), on logits rows made by hand: no GPU needed.
+"""The generation loop's rules (llmchat.runtime.generation.Generation), on logits rows made by hand: no GPU needed.
 
-The Python API and the server's scheduler both drive this one Sequence, so these rules hold for both.
+The Python API and the server's scheduler both drive this one Generation, so these rules hold for both.
 """
 from __future__ import annotations
 
 import pytest
 
 from llmchat.errors import ContextOverflowError, InvalidRequestError
-from llmchat.runtime.generation import FinishEvent, GenerationRequest, Sequence, TokenEvent, candidates_for
+from llmchat.runtime.generation import FinishEvent, Generation, GenerationRequest, TokenEvent, candidates_for
 from llmchat.gguf.file import open_gguf
 from llmchat.gpu.ops import TopK
 from llmchat.runtime.sampler import SamplingParams
@@ -29,15 +29,15 @@ def row_for(tokenizer: Tokenizer, token: int) -> list[float]:
     return row
 
 
-def sequence(tokenizer, max_tokens=8, stop=(), context=64, ignore_eos=False, **sampling) -> Sequence:
+def sequence(tokenizer, max_tokens=8, stop=(), context=64, ignore_eos=False, **sampling) -> Generation:
     request = GenerationRequest([5, 6, 7], SamplingParams(**sampling), max_tokens, tuple(stop), ignore_eos=ignore_eos)
-    seq = Sequence(request, tokenizer, tokenizer.vocab_size, context)
+    seq = Generation(request, tokenizer, tokenizer.vocab_size, context)
     seq.start(slot=0)
     seq.pos = len(seq.tokens)  # as if the prompt had been fed
     return seq
 
 
-def feed(seq: Sequence, tokenizer: Tokenizer, tokens: list[int]) -> list:
+def feed(seq: Generation, tokenizer: Tokenizer, tokens: list[int]) -> list:
     events = []
     for t in tokens:
         events += seq.sample(row_for(tokenizer, t))
@@ -107,7 +107,7 @@ def test_candidates_from_the_gpu_are_sampled_like_the_full_row(tokenizer):
 ])
 def test_bad_requests_are_refused_before_any_step(tokenizer, request_args, error):
     with pytest.raises(error):
-        Sequence(GenerationRequest(*request_args), tokenizer, tokenizer.vocab_size, 64)
+        Generation(GenerationRequest(*request_args), tokenizer, tokenizer.vocab_size, 64)
 
 
 def test_one_top_k_serves_the_whole_step(tokenizer):

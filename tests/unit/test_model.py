@@ -80,14 +80,14 @@ def test_forward_matches_numpy(tmp_path, device, monkeypatch, case, forced):
     llm = LLM(str(path), device=device, context=128, max_tokens_per_step=8, fold_norms=fold, kv_type=setup)
     assert llm.engine.kv.dtype == setup
     ref = ReferenceLlama(str(path), setup).forward(PROMPT)
-    with llm._slot() as slot:
+    with llm.slot() as slot:
         rows = llm.prefill(slot, PROMPT, all_logits=True)  # 19 tokens: chunks of 8, 8, 3
     got = np.array([list(r) for r in rows])
     assert got.shape == ref.shape
     err = np.abs(got - ref).max() / np.abs(ref).max()
     assert err < 1e-4, err
     # Decoding token by token after a prefill gives the same logits as the all-at-once pass.
-    with llm._slot() as slot:
+    with llm.slot() as slot:
         llm.prefill(slot, PROMPT[:10])
         for i in range(10, len(PROMPT)):
             row = np.array(list(llm.engine.step([Feed(slot, [PROMPT[i]], i)])[0]))
@@ -208,7 +208,7 @@ def test_gated_units_apart_match_numpy(tmp_path, device, monkeypatch):
     llm = LLM(str(path), device=device, context=64, max_tokens_per_step=8, fold_norms=True)
     assert all(len(b.ffn_gate_up) == 2 for b in llm.model.blk)
     ref = ReferenceLlama(str(path), llm.engine.kv.dtype).forward(PROMPT)
-    with llm._slot() as slot:
+    with llm.slot() as slot:
         got = np.array([list(r) for r in llm.prefill(slot, PROMPT, all_logits=True)])
     assert np.abs(got - ref).max() / np.abs(ref).max() < 1e-4
     matmuls = [label for label in compiled if label.startswith("matmul")]

@@ -2,7 +2,8 @@
 
 Built here from web/dist's wheels and Pyodide's own lock (node_modules/pyodide), it must be the file pages load
 (web/dist was built by the same code: the same bytes), Pyodide must install llmchat from it under Node, each entry
-must name the sha256 of the wheel served, and where pyodide-build (Python >= 3.12) is installed it must write the same bytes.
+must name the sha256 of the wheel served, and pyodide-build (Python >= 3.12; `make test` installs it) must write the
+same bytes.
 """
 from __future__ import annotations
 
@@ -121,8 +122,8 @@ def test_each_entry_names_the_bytes_served(built):
 
 
 def test_pyodide_build_writes_the_same_file(built, tmp_path):
-    """The cross-check against the reference tool, where a Python >= 3.12 has it installed (build/pyodide-tools
-    from earlier web builds, or PYODIDE_BUILD_CLI)."""
+    """The cross-check against the reference tool: build/pyodide-tools, which `make test` installs with a Python
+    >= 3.12, or PYODIDE_BUILD_CLI. A bare `pytest` without it skips; `make test` allows no such skip."""
     cli = Path(os.environ.get("PYODIDE_BUILD_CLI") or ROOT / "build" / "pyodide-tools" / "bin" / "pyodide")
     if not cli.exists():
         pytest.skip(f"pyodide-build is not installed at {cli}")

@@ -12,6 +12,7 @@ from llmchat.gpu.kvlayout import BLOCK_TOKENS
 from llmchat.runtime.kv_cache import KVCache
 from llmchat.runtime.metrics import Metrics
 from llmchat.runtime.prefix_cache import PrefixCache, common_prefix
+from llmchat.protocol import RANGES
 from llmchat.server.schemas import ChatCompletionRequest, CompletionRequest, unsupported_fields
 from llmchat.server.static import media_type, parse_ranges, safe_path
 from llmchat.chat.textstream import TextStream
@@ -241,8 +242,9 @@ def test_unsupported_fields_are_named_harmless_values_pass():
     assert unsupported_fields(CompletionRequest(model="m", prompt="x", echo=True, suffix="s")) == ["echo", "suffix"]
 
 
-def test_sampling_params_per_choice():
-    r = ChatCompletionRequest(model="m", messages=[{"role": "user", "content": "x"}], seed=5, temperature=0.5)
-    assert [r.sampling_params(i).seed for i in range(3)] == [5, 6, 7]
-    assert ChatCompletionRequest(model="m", messages=[{"role": "user", "content": "x"}]).sampling_params(0) \
-        .temperature == 1.0  # OpenAI's default
+def test_the_schema_publishes_the_protocols_ranges():
+    properties = ChatCompletionRequest.model_json_schema()["properties"]
+    for name in ("temperature", "top_p", "min_p", "repetition_penalty", "presence_penalty", "n", "top_logprobs"):
+        bounds = RANGES[name]
+        numbers = next((p for p in properties[name].get("anyOf", [properties[name]]) if "minimum" in p))
+        assert (numbers["minimum"], numbers.get("maximum")) == (bounds.low, bounds.high), name

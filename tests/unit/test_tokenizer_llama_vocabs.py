@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from llmchat.hub.catalogue import llmchat_home
+from llmchat.paths import llmchat_home
 from llmchat.errors import TokenizerError
 from llmchat.gguf.file import open_gguf
 from llmchat.tokenizer.tokenizer import Tokenizer, adds_bos

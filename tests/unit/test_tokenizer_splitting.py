@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from tokenizer_vocabs import train_spm
 
 from llmchat.tokenizer.bpe import SpaceCutter, merge_by_score
-from llmchat.tokenizer.special_tokens import SpecialSplitter, _split_on
+from llmchat.tokenizer.special_tokens import SpecialSplitter, split_on
 from llmchat.tokenizer.tokenizer import Tokenizer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -34,7 +34,7 @@ def split_by_every_token(text: str, tokens: list[str], skip: set[int]) -> list[s
             if isinstance(fragment, int):
                 out.append(fragment)
             else:
-                _split_on(fragment, tokens[tid], tid, False, False, out)
+                split_on(fragment, tokens[tid], tid, False, False, out)
         fragments = out
     return fragments
 

@@ -134,9 +134,9 @@ def test_qwen_prompt_has_the_call_as_the_template_writes_it():
 def test_mistral_ids_take_the_nine_character_shape(name):
     t = template(name)
     text = tool_format_for(t).prepare(t, CONVERSATION, tools=TOOLS, tool_choice="none").text
-    from llmchat.chat.tools.native import _as_nine
-    nine = _as_nine(CALL_ID)
-    assert len(nine) == 9 and nine.isalnum() and _as_nine(CALL_ID) == nine
+    from llmchat.chat.tools.native import mistral_call_id
+    nine = mistral_call_id(CALL_ID)
+    assert len(nine) == 9 and nine.isalnum() and mistral_call_id(CALL_ID) == nine
     assert text == t.render(dict_shaped(CONVERSATION, call_id=nine), tools=TOOLS)
     assert nine in text and CALL_ID not in text
     assert "[TOOL_CALLS]" in text and "[AVAILABLE_TOOLS]" in text
@@ -145,8 +145,8 @@ def test_mistral_ids_take_the_nine_character_shape(name):
 def test_mistral_small_writes_name_call_id_args():
     t = template("Mistral-Small-3.2-24B-Instruct-2506")
     text = tool_format_for(t).prepare(t, CONVERSATION, tools=TOOLS, tool_choice="none").text
-    from llmchat.chat.tools.native import _as_nine
-    assert f'[TOOL_CALLS]get_weather[CALL_ID]{_as_nine(CALL_ID)}[ARGS]{{"city": "Paris"}}' in text
+    from llmchat.chat.tools.native import mistral_call_id
+    assert f'[TOOL_CALLS]get_weather[CALL_ID]{mistral_call_id(CALL_ID)}[ARGS]{{"city": "Paris"}}' in text
 
 
 def test_phi4_tools_in_the_system_message_and_calls_as_text():

@@ -18,9 +18,10 @@ import time
 
 import numpy as np
 
+from llmchat.gguf.config import AttentionShape
 from llmchat.gpu import ops
 from llmchat.gpu.kernels import Kernels
-from llmchat.gpu.kvlayout import BLOCK_TOKENS, blocks_for
+from llmchat.gpu.kvlayout import BLOCK_TOKENS, KVLayer, blocks_for
 from llmchat.gpu.native import NativeDevice
 from llmchat.gpu.recorder import Recorder
 from llmchat.gpu.variants import ATTENTION_KERNELS
@@ -50,12 +51,12 @@ def case_program(device: NativeDevice, kernels: Kernels, shape: tuple[int, int, 
     device.write(table, np.arange(max_blocks, dtype=np.uint32).tobytes())
     dtype = np.float16 if kv_type == "f16" else np.float32
     values = rng.standard_normal(max_blocks * BLOCK_TOKENS * n_kv * hd).astype(dtype).tobytes()
+    shape = AttentionShape(n_head, n_kv, hd, scale=hd ** -0.5)
     for _ in range(layers):
         k, v = device.buffer(len(values), "k"), device.buffer(len(values), "v")
         device.write(k, values)
         device.write(v, values)
-        ops.attention(rec, qkv, tok, k, v, table, out, n_head=n_head, n_kv_head=n_kv, head_dim=hd,
-                      scale=hd ** -0.5, max_blocks=max_blocks, max_context=context, kv_type=kv_type,
+        ops.attention(rec, qkv, tok, KVLayer(k, v, table, max_blocks, context, kv_type), out, shape,
                       kernel=kernel, splits=splits)
     return rec.finish(), out
 

@@ -18,9 +18,9 @@ from collections import defaultdict
 
 from llmchat.api import LLM
 from llmchat.hub.catalogue import resolve
-from llmchat.runtime.engine import CONTEXT_MIN, Feed
+from llmchat.runtime.engine import Feed
 from llmchat.runtime.memory import step_bucket as bucket
-from llmchat.gpu.roofline import family
+from llmchat.runtime.roofline import family
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
         llm.prefill(slot, [1] * start)
     feed = Feed(slot, [1] * args.tokens, start)
     eng.step([feed], top_k=args.top_k)  # compiles, fills the token buffers
-    program = eng.program(bucket(args.tokens), 1, args.top_k, max(CONTEXT_MIN, bucket(start + args.tokens)))
+    program = eng.program(bucket(args.tokens), 1, args.top_k, eng.context_bucket(start + args.tokens))
     groups: dict[str, list] = defaultdict(list)
     for d in program.dispatches:
         groups[family(d.kernel.name)].append(d)

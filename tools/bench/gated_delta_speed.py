@@ -11,7 +11,7 @@ cost only, no per-step host round trip), each step over its own input, output an
 Default shape: Qwen3.5-0.8B's linear-attention layers, 16 key heads, 16 value heads, head size 128 (its
 linear_num_key_heads / linear_num_value_heads / linear_key_head_dim; llama.cpp's ssm_n_group, ssm_dt_rank and
 ssm_d_state). Each variant runs once to warm up, then the best of `--rounds` interleaved runs is kept, timed as the
-tuner times (tune._timed): wall time, and the cost, which on CPU emulators is this process's CPU seconds (other
+tuner times (tune.time_run): wall time, and the cost, which on CPU emulators is this process's CPU seconds (other
 programs competing for the cores barely move it; ratios are taken from it). Every variant's outputs are compared
 with token/1's (or the first variant's without it; `ok`: within 1e-4 of the largest output; a variant whose kernel stopped early is not ok, and its
 time is not that of the whole prompt), and the adapter's own choices for a prefill program
@@ -31,7 +31,7 @@ from llmchat.gpu import state_ops
 from llmchat.gpu.kernels import Kernels
 from llmchat.gpu.native import NativeDevice
 from llmchat.gpu.recorder import Recorder
-from llmchat.gpu.tune import _timed
+from llmchat.gpu.tune import time_run
 from llmchat.gpu.variants import variants
 
 VARIANTS = ("chunk/512", "token/512", "token/1", "chunk/64", "token/64")
@@ -93,13 +93,13 @@ def main(argv: list[str] | None = None) -> int:
     progs = {v: program(device, kernels, v, qkv, gb, n_k, n_v, d) for v in names}
     outputs = {}
     for v, (prog, last, read) in progs.items():
-        _timed(device, prog, last)  # warm-up, and the outputs compared below
+        time_run(device, prog, last)  # warm-up, and the outputs compared below
         outputs[v] = read()
     wall = {v: float("inf") for v in names}
     best = {v: float("inf") for v in names}
     for r in range(args.rounds):
         for v in (names if r % 2 == 0 else names[::-1]):
-            w, cost = _timed(device, *progs[v][:2])
+            w, cost = time_run(device, *progs[v][:2])
             wall[v], best[v] = min(wall[v], w), min(best[v], cost)
     base_name = "token/1" if "token/1" in outputs else names[0]
     base = outputs[base_name]

@@ -7,7 +7,8 @@ per CPU-second of this process (all threads): on CPU adapters such as lavapipe t
 other programs compete for the cores, while wall-clock figures do. `--rounds` repeats every measurement, the
 types interleaved (every other round in reverse order), and keeps each one's best, so load from other programs
 falls on all types alike; the "vs Q4_1" columns give each figure relative to Q4_1's in the same run. Weights are random blocks whose f16 scales
-are sane (random f16 bytes would include NaN and subnormals, which CPU adapters handle at a different speed).
+are sane (`llmchat.quant.random_blocks`: random f16 bytes would include NaN and subnormals, which CPU adapters handle
+at a different speed).
 
     .venv/bin/python tools/bench/kernel_speed.py --rounds 3           # the quantized types, decode and prefill
     .venv/bin/python tools/bench/kernel_speed.py --types q4_0 f16 --json
@@ -41,14 +42,7 @@ from llmchat.gpu.native import NativeDevice
 from llmchat.gpu.recorder import Recorder
 from llmchat.gpu.tensors import Piece, split_weight, splits, texture_weight, upload_weight
 from llmchat.gpu.variants import INT8_TYPES, variants
-
-# Byte offsets of the f16 fields (scales, mins) in one block of each quantized type.
-F16_FIELDS: dict[GGMLType, tuple[int, ...]] = {
-    GGMLType.Q4_0: (0,), GGMLType.Q4_1: (0, 2), GGMLType.Q5_0: (0,), GGMLType.Q5_1: (0, 2), GGMLType.Q8_0: (0,),
-    GGMLType.Q2_K: (80, 82), GGMLType.Q3_K: (108,), GGMLType.Q4_K: (0, 2), GGMLType.Q5_K: (0, 2),
-    GGMLType.Q6_K: (208,), GGMLType.IQ4_NL: (0,), GGMLType.IQ4_XS: (0,),
-}
-FLOAT_DTYPES = {GGMLType.F32: np.float32, GGMLType.F16: np.float16}
+from llmchat.quant import quantize, random_blocks
 
 DEFAULT_TYPES = ["q4_1", "q4_0", "q8_0", "q5_0", "q5_1", "q4_k", "q5_k", "q6_k", "iq4_nl", "iq4_xs"]
 # (outputs, row length, decode only)
@@ -56,15 +50,9 @@ SHAPES = [(576, 1536, False), (49152, 512, True)]
 
 
 def random_weight(rng: np.random.Generator, qtype: GGMLType, rows: int, k: int) -> bytes:
-    elems, nbytes = BLOCK_LAYOUT[qtype]
-    if qtype in FLOAT_DTYPES:
-        return rng.standard_normal(rows * k).astype(FLOAT_DTYPES[qtype]).tobytes()
-    if qtype == GGMLType.BF16:
-        return (rng.standard_normal(rows * k).astype(np.float32).view(np.uint32) >> 16).astype(np.uint16).tobytes()
-    blocks = rng.integers(0, 256, (rows * k // elems, nbytes), dtype=np.uint8)
-    for offset in F16_FIELDS[qtype]:
-        blocks[:, offset:offset + 2] = rng.uniform(0.005, 0.05, (len(blocks), 1)).astype(np.float16).view(np.uint8)
-    return blocks.tobytes()
+    if BLOCK_LAYOUT[qtype][0] == 1:
+        return quantize(rng.standard_normal((rows, k)), qtype).tobytes()
+    return random_blocks(rng, qtype, (rows, k)).tobytes()
 
 
 class Case:

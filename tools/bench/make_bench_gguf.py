@@ -15,8 +15,9 @@ while its name (shape and type) and GENERATOR (in `general.name`) match; the pat
   both Q4_0 and Q4_K_M; in Q4_K_M, attn_v and ffn_down are Q6_K in the layers `more_bits` picks, all other
   matrices Q4_K.
 - Weights: random blocks whose f16 scales give values the spread of a trained layer's (about 1/sqrt(row length);
-  the embedding table about 1), norms near 1, so activations stay finite and ordinary (CPU adapters run NaN and
-  subnormal numbers at other speeds). Generated, not quantized: a 1B file takes seconds.
+  the embedding table about 1; `llmchat.quant.random_weights`), norms near 1, so activations stay finite and
+  ordinary (CPU adapters run NaN and subnormal numbers at other speeds). Generated, not quantized: a 1B file takes
+  seconds.
 - Vocabulary: tests/support/model_factory.py's byte-level BPE (256 byte symbols, a few merges, ChatML control tokens),
   padded with unused tokens to the model's vocabulary size, so llmchat and llama.cpp both load and tokenize it.
 
@@ -34,13 +35,12 @@ import gguf
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests" / "support"))
-from llmchat.hub.catalogue import llmchat_home  # noqa: E402
-from model_factory import F16_FIELDS, MERGES, SPECIALS, llama3_rope_factors, vocabulary  # noqa: E402
+from llmchat.paths import llmchat_home  # noqa: E402
+from llmchat.quant import random_weights  # noqa: E402
+from model_factory import MERGES, SPECIALS, llama3_rope_factors, vocabulary  # noqa: E402
 
 Q = gguf.GGMLQuantizationType
 GENERATOR = "llmchat random bench model v1"
-# f16 scale fields of the types written here (model_factory's table has the K-quants)
-SCALE_FIELDS = {**F16_FIELDS, Q.Q4_0: (0,)}
 FILE_TYPES = {"Q4_0": gguf.LlamaFileType.MOSTLY_Q4_0, "Q4_K_M": gguf.LlamaFileType.MOSTLY_Q4_K_M}
 
 
@@ -97,21 +97,6 @@ def tensor_type(name: str, file_type: str, n_layer: int) -> Q:
     return Q.Q4_K
 
 
-def random_blocks(rng: np.random.Generator, qtype: Q, rows: int, k: int, spread: float) -> np.ndarray:
-    """rows x k values of `qtype` as random blocks whose values have a standard deviation of about `spread`: every
-    value is linear in the block's f16 fields, so they are set to 1, a sample measured, then set to spread / that."""
-    elems, nbytes = gguf.GGML_QUANT_SIZES[qtype]
-    n_blocks = rows * k // elems
-    blocks = np.frombuffer(rng.bytes(n_blocks * nbytes), np.uint8).reshape(n_blocks, nbytes).copy()
-    sample = blocks[:4096].copy()
-    for offset in SCALE_FIELDS[qtype]:
-        sample[:, offset:offset + 2] = np.full((len(sample), 1), 1.0, np.float16).view(np.uint8)
-    factor = np.float16(spread / gguf.quants.dequantize(sample, qtype).std())
-    for offset in SCALE_FIELDS[qtype]:
-        blocks[:, offset:offset + 2] = np.full((1, 1), factor, np.float16).view(np.uint8)
-    return blocks.reshape(rows, k // elems * nbytes)
-
-
 def write(path: Path, shape: Shape, file_type: str, seed: int = 0) -> Path:
     """Write the random model of `shape` in `file_type` to `path` (through a temporary name, so a file at `path`
     is always whole)."""
@@ -152,7 +137,7 @@ def write(path: Path, shape: Shape, file_type: str, seed: int = 0) -> Path:
 
     def matrix(name: str, rows: int, k: int, spread: float | None = None) -> None:
         qtype = tensor_type(name, file_type, s.n_layer)
-        data = random_blocks(rng, qtype, rows, k, k ** -0.5 if spread is None else spread)
+        data = random_weights(rng, qtype, (rows, k), k ** -0.5 if spread is None else spread)
         w.add_tensor(name, data, raw_shape=data.shape, raw_dtype=qtype)
 
     def vector(name: str, size: int) -> None:

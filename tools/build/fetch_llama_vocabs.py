@@ -16,7 +16,7 @@ import tarfile
 import tempfile
 from pathlib import Path
 
-from llmchat.hub.catalogue import llmchat_home
+from llmchat.paths import llmchat_home
 
 VERSION = "0.3.36"
 PREFIX = f"llama_cpp_python-{VERSION}/vendor/llama.cpp/models/"

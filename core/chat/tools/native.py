@@ -53,7 +53,7 @@ def mistral_id(index: int) -> str:
 _NINE = re.compile(r"[A-Za-z0-9]{9}")
 
 
-def _as_nine(ident: str) -> str:
+def mistral_call_id(ident: str) -> str:
     """An OpenAI id (`call_...`) in Mistral's shape, the same every time for the same id."""
     if _NINE.fullmatch(ident):
         return ident
@@ -71,7 +71,7 @@ class Mistral(ToolFormat):
 
     def render(self, template: ChatTemplate, messages: Sequence[Mapping[str, Any]], tools: list[dict[str, Any]],
                extra: dict[str, Any]) -> str:
-        return template.render(convert_messages(messages, call_id=_as_nine), add_generation_prompt=True,
+        return template.render(convert_messages(messages, call_id=mistral_call_id), add_generation_prompt=True,
                                tools=tools or None, **extra)
 
     def syntax(self, tools):

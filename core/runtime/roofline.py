@@ -34,8 +34,9 @@ import struct
 import time
 from collections import defaultdict
 
-from .device import Device, Dispatch, Program
-from .recorder import cdiv
+from ..gpu.device import Device, Dispatch, Program
+from ..gpu.kernels import Kernels, wgsl_bool
+from ..gpu.recorder import cdiv
 
 STREAM_BYTES = 256 << 20  # the largest buffer the bandwidth probe streams (GPU caches reach ~100 MiB)
 STREAM_WG = 64
@@ -124,8 +125,8 @@ def stream_probes(device: Device, kernels, timer: Timer, max_bytes: int = STREAM
         limit = info.max_workgroups_per_dim
         grid = (groups, 1, 1) if groups <= limit else (limit, cdiv(groups, limit), 1)
         for kind, dst in (("read", folded), ("copy", copy)):
-            kernel = kernels.get("stream.wgsl", WG=STREAM_WG, COPY=_wgsl_bool(kind == "copy"),
-                                 CHUNKED=_wgsl_bool(order == "chunked"))
+            kernel = kernels.get("stream.wgsl", WG=STREAM_WG, COPY=wgsl_bool(kind == "copy"),
+                                 CHUNKED=wgsl_bool(order == "chunked"))
             probes[kind, order] = timer.prepare([Dispatch(kernel, (params, src, dst), grid)])
     return size, probes
 
@@ -138,47 +139,16 @@ def bandwidth(size: int, seconds: dict) -> dict:
             "copy_gb_s": max(v for k, v in rates.items() if k.startswith("copy")), "orders": rates}
 
 
-def stream_bandwidth(device: Device, kernels, timer: Timer, *, rounds: int = 3,
-                     max_bytes: int = STREAM_BYTES) -> dict:
-    """The adapter's read and copy bandwidth in GB/s (the report's `bandwidth`), measured alone."""
-    size, probes = stream_probes(device, kernels, timer, max_bytes)
-    return bandwidth(size, timer.best(probes, rounds))
-
-
-def _wgsl_bool(v: bool) -> str:
-    return "true" if v else "false"
-
-
-def decode_step(engine, context: int, top_k: int = 1) -> Program:
-    """The program of one decode token at position `context` - 1 of a fresh sequence (which is then freed), with the
-    engine's buffers filled by one real step so replays read what a decode step reads."""
-    from ..runtime.engine import CONTEXT_MIN, Feed
-    from ..runtime.memory import step_bucket
-
-    kv = engine.kv
-    slot = kv.new_slot()
-    try:
-        kv.reserve(slot, context)
-        engine.step([Feed(slot, [0], context - 1)], top_k=top_k)
-        return engine.program(1, 1, top_k, max(CONTEXT_MIN, step_bucket(context)))
-    finally:
-        kv.free_slot(slot)
-
-
 def report(llm, *, context: int | None = None, decode_tok_s: float | None = None, target_s: float = 0.1,
            rounds: int = 5) -> dict:
     """The roofline report (fields in the module's note) for a loaded `llmchat.api.LLM`, its decode step taken at
     the end of `context` positions (default: 256, or the model's context if shorter) and rounded up to a whole
     program bucket so attention reads every position its program covers."""
-    from ..runtime.engine import CONTEXT_MIN
-    from .kernels import Kernels
-    from ..runtime.memory import step_bucket
-
-    engine, device = llm.engine, llm.device
-    context = min(engine.context, max(CONTEXT_MIN, step_bucket(context or 256)))
+    device = llm.device
+    context = llm.context_bucket(context or 256)
     timer = Timer(device, target_s=target_s)
     size, prepared = stream_probes(device, Kernels(device), timer)
-    program = decode_step(engine, context)
+    program = llm.decode_program(context)
     groups: dict[str, list[Dispatch]] = defaultdict(list)
     for d in program.dispatches:
         groups[family(d.kernel.name)].append(d)

@@ -1,0 +1,249 @@
+"""JSON text in GBNF, whatever the schema: the primitive rules (whitespace, strings, numbers, the formats), the
+table of rules the schemas of one grammar share, string literals in each spelling a serializer writes, and the
+numerals between bounds (unambiguous alternatives of digits, one length at a time).
+"""
+from __future__ import annotations
+
+import json
+import re
+
+from ..errors import GrammarError
+from .regex import JSON_RAW, Chars, char_class, emit, literal, minus
+
+WS = '([ \\t] | "\\r"? "\\n" [ \\t]{0,40})?'
+INT_DIGITS = 16  # integer part of any number: at most this many digits
+MAX_INT = 10 ** INT_DIGITS - 1
+FRAC_DIGITS = 18
+
+# name -> body; bodies name other primitives by these exact names (reserved: schema-derived names avoid them).
+_PRIMITIVES = {
+    "ws": WS,
+    "hex": "[0-9a-fA-F]",
+    # a \u escape: any code point but a lone surrogate; a high surrogate must be followed by a low one
+    "uescape": '[0-9a-cA-Ce-fE-F] hex{3} | [dD] [0-7] hex{2} | [dD] [89abAB] hex{2} "\\\\u" [dD] [c-fC-F] hex{2}',
+    "char": '[^"\\\\\\x00-\\x1F\\x7F] | "\\\\" (["\\\\/bfnrt] | "u" uescape)',
+    "string": '"\\"" char* "\\""',
+    "int-part": '"0" | [1-9] [0-9]{0,%d}' % (INT_DIGITS - 1),
+    "frac": '"." [0-9]{1,%d}' % FRAC_DIGITS,
+    "integer": '"-"? int-part',
+    "number": '"-"? int-part frac? ([eE] [-+]? [0-9]{1,4})?',
+    "boolean": '"true" | "false"',
+    "null": '"null"',
+    "value": "object | array | string | number | boolean | null",
+    "member": 'string ws ":" ws value',
+    "object": '"{" ws (member ("," ws member)* ws)? "}"',
+    "array": '"[" ws (value ("," ws value)* ws)? "]"',
+    "date": ('[0-9]{4} "-" (("0" [13578] | "1" [02]) "-" ("0" [1-9] | [12] [0-9] | "3" [01])'
+             ' | ("0" [469] | "11") "-" ("0" [1-9] | [12] [0-9] | "30") | "02" "-" ("0" [1-9] | [12] [0-9]))'),
+    "time": ('([01] [0-9] | "2" [0-3]) ":" [0-5] [0-9] ":" ([0-5] [0-9] | "60") ("." [0-9]{1,9})?'
+             ' ([Zz] | [-+] ([01] [0-9] | "2" [0-3]) ":" [0-5] [0-9])'),
+    "date-time": "date [Tt] time",
+    "uuid": 'hex{8} "-" hex{4} "-" hex{4} "-" hex{4} "-" hex{12}',
+}
+_DEPS = {
+    "uescape": ["hex"], "char": ["uescape"], "string": ["char"], "integer": ["int-part"],
+    "number": ["int-part", "frac"], "value": ["object", "array", "string", "number", "boolean", "null"],
+    "member": ["string", "ws", "value"], "object": ["ws", "member"], "array": ["ws", "value"],
+    "date-time": ["date", "time"], "uuid": ["hex"],
+}
+FORMATS = {"date", "time", "date-time", "uuid"}
+RESERVED = set(_PRIMITIVES) | {"root"}
+
+
+class Rules:
+    """The rule table shared by every schema of one grammar."""
+
+    def __init__(self) -> None:
+        self.rules: dict[str, str] = {}
+
+    def primitive(self, name: str) -> str:
+        if name not in self.rules:
+            self.rules[name] = _PRIMITIVES[name]
+            for dep in _DEPS.get(name, ()):
+                self.primitive(dep)
+        return name
+
+    def add(self, hint: str, body: str) -> str:
+        name = re.sub(r"[^a-zA-Z0-9-]+", "-", hint).strip("-") or "schema"
+        if name in RESERVED:
+            name += "-"
+        candidate, i = name, 0
+        while candidate in self.rules and self.rules[candidate] != body:
+            i += 1
+            candidate = f"{name}{i}"
+        self.rules[candidate] = body
+        return candidate
+
+    def reserve(self, hint: str, key: str) -> str:
+        """A fresh rule name whose body comes later (a recursive $ref)."""
+        return self.add(hint, "\0pending " + key)
+
+    def gbnf(self) -> str:
+        pending = [n for n, b in self.rules.items() if b.startswith("\0")]
+        if pending:
+            raise GrammarError(f"internal: rules never defined: {pending}")
+        return "".join(f"{name} ::= {body}\n" for name, body in self.rules.items())
+
+
+def repeat(item: str, lo: int, hi: int | None) -> str:
+    """`item` lo to hi times (hi None: no limit), in GBNF's shortest spelling."""
+    if hi is None:
+        return f"{item}*" if lo == 0 else f"{item}+" if lo == 1 else f"{item}{{{lo},}}"
+    if (lo, hi) == (0, 1):
+        return f"{item}?"
+    if lo == hi:
+        return f"{item}{{{lo}}}"
+    return f"{item}{{{lo},{hi}}}"
+
+
+# ---------------------------------------------------------------------------------------------------- strings
+def string_literal(text: str) -> str:
+    """GBNF for the JSON string `text` in each way a serializer commonly writes it: plain characters raw,
+    `"` `\\` and controls escaped as json.dumps does (or as \\u00XX), non-ASCII raw or as \\uXXXX escapes."""
+    parts: list[str] = []
+    run = '"'
+    for ch in text:
+        cp = ord(ch)
+        if 0x20 <= cp < 0x7F and ch not in '"\\':
+            run += ch
+            continue
+        parts.append(literal(run))
+        run = ""
+        if cp < 0x80:
+            parts.append(emit(Chars(((cp, cp),)), json_string=True))
+        else:
+            parts.append("(" + literal(ch) + " | " + _u_escapes(cp) + ")")
+    parts.append(literal(run + '"'))
+    return " ".join(p for p in parts if p != '""')
+
+
+def _hex_gbnf(h: str) -> str:
+    return " ".join(f"[{d}{d.upper()}]" if d.isalpha() else f'"{d}"' for d in h)
+
+
+def _u_escapes(cp: int) -> str:
+    if cp <= 0xFFFF:
+        return '"\\\\u" ' + _hex_gbnf(f"{cp:04x}")
+    v = cp - 0x10000
+    hi, lo = 0xD800 + (v >> 10), 0xDC00 + (v & 0x3FF)
+    return '"\\\\u" ' + _hex_gbnf(f"{hi:04x}") + ' "\\\\u" ' + _hex_gbnf(f"{lo:04x}")
+
+
+def string_except(names: list[str], rules: Rules) -> str:
+    """A JSON string whose content is none of `names` (as written raw): a trie of the names that the string may
+    leave at any point. An escape spelling of a name (\\u0061 for "a") is not excluded."""
+    char = rules.primitive("char")
+    trie: dict = {}
+    for n in names:
+        node = trie
+        for ch in json.dumps(n, ensure_ascii=False)[1:-1]:
+            node = node.setdefault(ch, {})
+        node[None] = True
+
+    def walk(node: dict) -> str:
+        children = [(ch, sub) for ch, sub in node.items() if ch is not None]
+        if not children:
+            return f"{char}+"  # a whole name: at least one more character
+        alts = [f"{literal(ch)} {walk(sub)}" for ch, sub in children]
+        other = minus(JSON_RAW, tuple((ord(ch), ord(ch)) for ch, _ in children))
+        alts.append(f'({char_class(other)} | "\\\\" (["\\\\/bfnrt] | "u" uescape)) {char}*')
+        body = "(" + " | ".join(alts) + ")"
+        return body if None in node else body + "?"
+
+    return f'"\\"" {walk(trie)} "\\""'
+
+
+# ---------------------------------------------------------------------------------------------------- numbers
+def _digits(lo: int, hi: int) -> str:
+    return f"[{lo}]" if lo == hi else f"[{lo}-{hi}]"
+
+
+def _fixed_range(x: str, y: str) -> str:
+    """Digit strings of one length from x to y (x <= y), as unambiguous alternatives."""
+    if x == y:
+        return literal(x)
+    k = 0
+    while x[k] == y[k]:
+        k += 1
+    if k:
+        inner = _fixed_range(x[k:], y[k:])
+        return f"{literal(x[:k])} ({inner})" if "|" in inner else f"{literal(x[:k])} {inner}"
+    n = len(x)
+    if n == 1:
+        return _digits(int(x), int(y))
+    x0, y0, xr, yr = int(x[0]), int(y[0]), x[1:], y[1:]
+    zeros, nines = "0" * (n - 1), "9" * (n - 1)
+    alts = []
+    if xr != zeros:
+        inner = _fixed_range(xr, nines)
+        alts.append(f'"{x0}" ({inner})' if "|" in inner else f'"{x0}" {inner}')
+    lo_d = x0 if xr == zeros else x0 + 1
+    hi_d = y0 if yr == nines else y0 - 1
+    if lo_d <= hi_d:
+        alts.append(f"{_digits(lo_d, hi_d)} " + repeat("[0-9]", n - 1, n - 1).replace("{1}", ""))
+    if yr != nines:
+        inner = _fixed_range(zeros, yr)
+        alts.append(f'"{y0}" ({inner})' if "|" in inner else f'"{y0}" {inner}')
+    return " | ".join(alts)
+
+
+def uint_range(a: int, b: int) -> str:
+    """Decimal numerals (no leading zeros) of the integers a..b, 0 <= a <= b."""
+    alts, full = [], []
+    for length in range(len(str(a)), len(str(b)) + 1):
+        first = 10 ** (length - 1) if length > 1 else 0
+        last = 10 ** length - 1
+        lo, hi = max(a, first), min(b, last)
+        if lo > hi:
+            continue
+        if length > 1 and (lo, hi) == (first, last):
+            full.append(length)
+            continue
+        alts.append(_fixed_range(str(lo), str(hi)))
+    if full:  # consecutive whole lengths fold into one repetition
+        alts.append("[1-9] " + repeat("[0-9]", full[0] - 1, full[-1] - 1).replace("{1}", ""))
+    return " | ".join(f"({x})" if "|" in x and len(alts) > 1 else x for x in alts)
+
+
+def int_range(lo: int, hi: int) -> str:
+    """Integer numerals from lo to hi; no "-0"."""
+    alts = []
+    if lo < 0:
+        alts.append(f'"-" ({uint_range(max(1, -hi), -lo)})')
+    if hi >= 0:
+        alts.append(uint_range(max(0, lo), hi))
+    return " | ".join(f"({x})" if "|" in x and len(alts) > 1 else x for x in alts)
+
+
+def _magnitudes(a: int, a_x: bool, b: int | None, b_x: bool, rules: Rules) -> list[str]:
+    """Plain decimals m (no sign, no exponent) with a <= m <= b (exclusive where flagged; b None: unbounded)."""
+    frac = rules.primitive("frac")
+    top = MAX_INT if b is None else b
+    alts = []
+    lo_i, hi_i = (a + 1 if a_x else a), (top if b is None else top - 1)
+    if lo_i <= hi_i:
+        alts.append(f"({uint_range(lo_i, hi_i)}) {frac}?")
+    if a_x and (b is None or a < b):
+        alts.append(f'{literal(str(a))} "." "0"{{0,{FRAC_DIGITS - 1}}} [1-9] [0-9]{{0,{FRAC_DIGITS - 1}}}')
+    if b is not None and not b_x and b >= a and not (a_x and a == b):
+        alts.append(f'{literal(str(b))} ("." "0"{{1,{FRAC_DIGITS}}})?')
+    return alts
+
+
+def number_range(lo, lo_x, hi, hi_x, rules: Rules) -> str:
+    alts = []
+    if lo is None or lo < 0:  # negatives: -m with m from max(-hi, 0) to -lo
+        m_lo, m_lo_x = (0, False) if hi is None or hi > 0 else (-hi, hi_x)
+        m_hi = None if lo is None else -lo
+        if m_hi is None or m_lo < m_hi or (m_lo == m_hi and not m_lo_x and not lo_x):
+            mags = _magnitudes(m_lo, m_lo_x, m_hi, bool(lo_x), rules)
+            if mags:
+                alts.append('"-" (' + " | ".join(mags) + ")")
+    if hi is None or hi > 0 or (hi == 0 and not hi_x):
+        a, a_x = (0, False) if lo is None or lo < 0 else (lo, lo_x)
+        if hi is None or a < hi or (a == hi and not a_x and not hi_x):
+            alts += _magnitudes(a, a_x, hi, bool(hi_x), rules)
+    if not alts:
+        raise GrammarError("JSON schema: the number bounds admit no value")
+    return " | ".join(alts)
+

@@ -1,0 +1,235 @@
+"""A JSON Schema document as the GBNF converter (json_schema.py) reads it, apart from any grammar: its keywords
+(which constrain documents, which are annotations), JSON pointers, `$ref`s inside the document, `allOf` merged
+into one schema, and whether the options of a `oneOf` are disjoint (then it is an `anyOf`)."""
+from __future__ import annotations
+
+import json
+import re
+
+from ..errors import GrammarError, UnsupportedSchemaError
+
+ANNOTATIONS = {
+    "title", "description", "examples", "default", "$schema", "$id", "id", "$comment", "deprecated", "readOnly",
+    "writeOnly", "discriminator", "$anchor", "$dynamicAnchor", "$vocabulary", "contentMediaType",
+    "contentEncoding", "example", "externalDocs", "xml",
+}
+CONTAINERS = {"$defs", "definitions"}
+# Keywords that constrain documents and that this converter does not enforce.
+UNSUPPORTED = {
+    "multipleOf", "contains", "minContains", "maxContains", "patternProperties", "propertyNames",
+    "minProperties", "maxProperties", "dependentRequired", "dependentSchemas", "dependencies", "if", "then",
+    "else", "not", "unevaluatedItems", "$dynamicRef", "$recursiveRef", "contentSchema",
+}
+NO_OP_VALUES = {"uniqueItems": False, "unevaluatedProperties": True, "additionalItems": True}
+TYPES = ("object", "array", "string", "integer", "number", "boolean", "null")
+TYPE_KEYWORDS = {
+    "object": {"properties", "required", "additionalProperties"},
+    "array": {"items", "prefixItems", "minItems", "maxItems", "additionalItems", "uniqueItems"},
+    "string": {"minLength", "maxLength", "pattern", "format"},
+    "number": {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"},
+}
+
+
+def pointer(path: str, key) -> str:
+    return f"{path}/{str(key).replace('~', '~0').replace('/', '~1')}"
+
+
+def type_of(value) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int) or (isinstance(value, float) and value.is_integer()):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, dict):
+        return "object"
+    raise GrammarError(f"not a JSON value: {value!r}")
+
+
+def types_match(value, types: set[str]) -> bool:
+    t = type_of(value)
+    return t in types or (t == "integer" and "number" in types)
+
+
+class SchemaDocument:
+    """One schema document being converted: what it refers to, and the constraining keywords refused so far."""
+
+    def __init__(self, document) -> None:
+        self.doc = document
+        self.unsupported: list[str] = []
+        self.inlining: list[str] = []  # $refs being merged into an allOf, to refuse an endless merge
+
+    def fail(self, path: str, message: str) -> GrammarError:
+        return GrammarError(f"JSON schema at {path or '/'} (root): {message}" if not path else
+                            f"JSON schema at {path}: {message}")
+
+    def refuse(self, path: str) -> None:
+        if path not in self.unsupported:
+            self.unsupported.append(path)
+
+    # ------------------------------------------------------------------------------------------------ refs
+    def resolve(self, ref, path: str):
+        if not isinstance(ref, str):
+            raise self.fail(path, "$ref must be a string")
+        if ref != "#" and not ref.startswith("#/"):
+            raise UnsupportedSchemaError(
+                f"JSON schema at {path}: $ref {ref!r} is not a reference inside this schema (only '#/...' is "
+                f"supported; no documents are fetched)", [path])
+        target = self.doc
+        for raw in ref[2:].split("/") if ref != "#" else []:
+            part = raw.replace("~1", "/").replace("~0", "~")
+            part = re.sub(r"%([0-9A-Fa-f]{2})", lambda m: chr(int(m.group(1), 16)), part)
+            if isinstance(target, dict) and part in target:
+                target = target[part]
+            elif isinstance(target, list) and part.isdigit() and int(part) < len(target):
+                target = target[int(part)]
+            else:
+                raise self.fail(path, f"$ref {ref!r} points to nothing ({part!r} not found)")
+        return target
+
+    # ------------------------------------------------------------------------------------------------ allOf
+    def merge(self, parts: list, path: str) -> dict:
+        """One schema equivalent to all of `parts` (refs resolved one level), or refuse what cannot merge."""
+        flat: list[dict] = []
+
+        def add(part, where: str) -> None:
+            if part is True:
+                return
+            if part is False:
+                raise self.fail(where, "allOf contains `false`: no document can match")
+            if not isinstance(part, dict):
+                raise self.fail(where, "a schema must be an object or a boolean")
+            part = dict(part)
+            if "$ref" in part:
+                ref = part.pop("$ref")
+                if ref in self.inlining:
+                    self.refuse(pointer(where, "$ref"))  # a recursive schema inside allOf cannot be flattened
+                    return
+                self.inlining.append(ref)
+                try:
+                    add(self.resolve(ref, pointer(where, "$ref")), ref[1:])
+                finally:
+                    self.inlining.pop()
+            if "allOf" in part:
+                for i, p in enumerate(part.pop("allOf")):
+                    add(p, pointer(pointer(where, "allOf"), i))
+            flat.append(part)
+
+        for i, p in enumerate(parts):
+            add(p, path)
+        out: dict = {}
+        objects = [p for p in flat if TYPE_KEYWORDS["object"] & set(p)]
+        for p in flat:
+            for k, v in p.items():
+                if k in ANNOTATIONS or k in CONTAINERS or k in ("properties", "additionalProperties"):
+                    continue
+                if k not in out:
+                    out[k] = v
+                elif out[k] == v:
+                    continue
+                elif k == "type":
+                    a = {out[k]} if isinstance(out[k], str) else set(out[k])
+                    b = {v} if isinstance(v, str) else set(v)
+                    both = (a & b) | ({"integer"} if ("integer" in a and "number" in b) or
+                                      ("number" in a and "integer" in b) else set())
+                    if not both:
+                        raise self.fail(path, "allOf parts have no type in common")
+                    out[k] = sorted(both) if len(both) > 1 else next(iter(both))
+                elif k == "required":
+                    out[k] = list(dict.fromkeys(list(out[k]) + list(v)))
+                elif k == "enum":
+                    out[k] = [x for x in out[k] if x in v]
+                elif k in ("minimum", "minLength", "minItems"):
+                    out[k] = max(out[k], v)
+                elif k in ("maximum", "maxLength", "maxItems"):
+                    out[k] = min(out[k], v)
+                elif k in ("exclusiveMinimum", "exclusiveMaximum") and not isinstance(v, bool) \
+                        and not isinstance(out[k], bool):
+                    out[k] = max(out[k], v) if k == "exclusiveMinimum" else min(out[k], v)
+                elif k == "items" and isinstance(v, dict) and isinstance(out[k], dict):
+                    out[k] = {"allOf": [out[k], v]}
+                else:
+                    self.refuse(pointer(path, k))
+        if objects:
+            names = list(dict.fromkeys(n for p in objects for n in p.get("properties", {})))
+            props = {}
+            for n in names:
+                each = []
+                for p in objects:
+                    if n in p.get("properties", {}):
+                        each.append(p["properties"][n])
+                    elif "additionalProperties" in p:
+                        each.append(p["additionalProperties"])
+                if any(s is False for s in each):
+                    props[n] = False
+                else:
+                    each = [s for s in each if s is not True]
+                    props[n] = each[0] if len(each) == 1 else {"allOf": each} if each else True
+            if props:
+                out["properties"] = props
+            extras = [p["additionalProperties"] for p in objects if "additionalProperties" in p]
+            if any(e is False for e in extras):
+                out["additionalProperties"] = False
+            else:
+                extras = [e for e in extras if e is not True]
+                if extras:
+                    out["additionalProperties"] = extras[0] if len(extras) == 1 else {"allOf": extras}
+        return out
+
+    # ------------------------------------------------------------------------------------------------ oneOf
+    def disjoint(self, options: list) -> bool:
+        """Whether no document can match two options (then oneOf is anyOf); proved by the types the options
+        admit or a required property whose const/enum values differ."""
+        summaries = [self.summary(o) for o in options]
+        for i in range(len(options)):
+            for j in range(i + 1, len(options)):
+                (ti, ki), (tj, kj) = summaries[i], summaries[j]
+                if ti is not None and tj is not None and not _types_overlap(ti, tj):
+                    continue
+                if any(n in kj and not (ki[n] & kj[n]) for n in ki):
+                    continue
+                return False
+        return True
+
+    def summary(self, schema, depth: int = 0):
+        """(types or None for any, {required property: frozenset of its allowed const values as JSON text})."""
+        if depth > 20 or not isinstance(schema, dict):
+            return None, {}
+        if "$ref" in schema and set(schema) - ANNOTATIONS - CONTAINERS == {"$ref"}:
+            try:
+                return self.summary(self.resolve(schema["$ref"], ""), depth + 1)
+            except GrammarError:
+                return None, {}
+        types = None
+        if "type" in schema:
+            t = schema["type"]
+            types = {t} if isinstance(t, str) else set(t)
+        if "const" in schema:
+            types = {type_of(schema["const"])}
+        elif isinstance(schema.get("enum"), list):
+            types = {type_of(v) for v in schema["enum"]}
+        keys = {}
+        for n in schema.get("required", []):
+            sub = schema.get("properties", {}).get(n)
+            if isinstance(sub, dict) and "$ref" in sub:
+                try:
+                    sub = self.resolve(sub["$ref"], "")
+                except GrammarError:
+                    sub = None
+            if isinstance(sub, dict) and "const" in sub:
+                keys[n] = frozenset([json.dumps(sub["const"], sort_keys=True)])
+            elif isinstance(sub, dict) and isinstance(sub.get("enum"), list):
+                keys[n] = frozenset(json.dumps(v, sort_keys=True) for v in sub["enum"])
+        return types, keys
+
+
+def _types_overlap(a: set, b: set) -> bool:
+    widen = lambda s: s | ({"integer"} if "number" in s else set())  # noqa: E731
+    return bool(widen(a) & widen(b))
+

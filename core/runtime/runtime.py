@@ -1,0 +1,210 @@
+"""A model loaded once onto a device: its file, tokenizer, chat template, memory plan, weights, tuned kernels and
+engine, with the methods its users need (prompts to ids, prefill, reports, warm-up, batching, a conversation's
+cache). Completions and chats are sessions over it (llmchat.api); the server batches over it with `scheduler`.
+
+Loading is a few steps, in the order each needs the last: the file (and what its header names), the device, the
+memory plan (which refuses what cannot fit before anything is allocated), the weights, the kernel tuning (before any
+program is recorded: recording picks the kernel variants), the engine.
+"""
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from ..chat.structured import ChatSetup, prepare_chat
+from ..chat.template import ChatTemplate
+from ..errors import InvalidRequestError
+from ..gguf.file import GGUFFile, open_gguf
+from ..gpu import open_device
+from ..gpu.device import Device, Program
+from ..gpu.kernels import Kernels
+from ..gpu.profiles import NO_PROFILE, Profile, get_profile
+from ..gpu.tune import ROUNDS, TuneContext, sweep, tune_model
+from ..gpu.variants import variants
+from ..models import model_class, model_config
+from ..models.weights import WeightLoader
+from ..tokenizer.tokenizer import Tokenizer
+from .conversation import ChatSession
+from .engine import Engine, Feed
+from .generation import Generation, GenerationRequest
+from .memory import check_context, plan_memory, step_bucket
+from .scheduler import Scheduler
+
+
+@dataclass(frozen=True)
+class LoadOptions:
+    """How a model is loaded.
+
+    `context`: tokens per sequence (default: llmchat.runtime.memory's). `n_slots` sequences can be open at once
+    (one more holds the chat conversation); all share the cache's memory, sized for `n_slots` full contexts.
+    `max_tokens_per_step`: the largest step (prefill chunks, batches). `fold_norms` forces RMSNorms into (or out of)
+    the projections; by default it depends on the adapter. `q8_activations` rounds activations to 8 bits before
+    matmuls over quantized weights, as llama.cpp does: its numbers rather than f32's (which are closer to the
+    unquantized model); with it, the tuner also times int8 dot products (dot4I8Packed) where the adapter has them.
+    `int8_dot` forces those for Q4_0, Q4_1 and Q8_0 weights (and implies q8_activations); an adapter without them
+    refuses it with GPUError. `profile` caps the device to a class of devices ("phone", "iphone", ... see
+    llmchat.gpu.profiles; default $LLMCHAT_PROFILE): its limits, its features and its GPU memory budget, which the
+    memory plan checks before anything is allocated. `kv_type` ("f16" or "f32") forces the KV cache's element type;
+    by default f16 where the adapter has shader-f16, f32 elsewhere. `tune` measures kernel variants at this model's
+    shapes on the first load on an adapter and keeps the fastest (gpu/tune.py; default: on for hardware adapters
+    unless LLMCHAT_TUNE=0); `retune` measures again even if cached; `tune_store` keeps the choices (default: a file
+    per adapter and model shape, see gpu/tune.py's FileStore)."""
+
+    context: int | None = None
+    n_slots: int = 1
+    max_tokens_per_step: int = 64
+    fold_norms: bool | None = None
+    q8_activations: bool = False
+    profile: str | Profile | None = None
+    kv_type: str | None = None
+    tune: bool | None = None
+    retune: bool = False
+    int8_dot: bool = False
+    tune_store: Any = None
+
+
+class Runtime:
+    """MODEL (a path, or an open GGUFFile) loaded on `device` (default: the best adapter, under the profile)."""
+
+    def __init__(self, path: str | GGUFFile, options: LoadOptions = LoadOptions(), device: Device | None = None):
+        t0 = time.perf_counter()
+        check_context(options.context)  # before anything is opened
+        self.options = options
+        self.path = path
+        self._open_file(path)
+        self._open_device(device)
+        self.plan = plan_memory(self.gguf, self.device.info, context=options.context, n_slots=options.n_slots,
+                                step_tokens=options.max_tokens_per_step, fold_norms=options.fold_norms,
+                                kv_type=options.kv_type)
+        self.context = self.plan.context
+        weights = self._load_weights()
+        kernels = Kernels(self.device)
+        self._tune_kernels(kernels, weights)
+        self.engine = Engine(self.model, self.device, kernels, context=self.context,
+                             n_slots=options.n_slots + 1, max_tokens_per_step=options.max_tokens_per_step,
+                             cache_positions=self.plan.kv_positions, q8_activations=self._q8_activations,
+                             kv_type=self.plan.kv_type)
+        self.engine.program(1, 1)  # compile the decode step now, not on the first token
+        self.load_s = time.perf_counter() - t0
+
+    # -- loading, step by step -----------------------------------------------------------------------------------
+    def _open_file(self, path: str | GGUFFile) -> None:
+        # An open GGUFFile is taken as it is: the browser opens a split model's shards through its own store.
+        self.gguf = path if isinstance(path, GGUFFile) else open_gguf(path)
+        self.config = model_config(self.gguf)
+        self.tokenizer = Tokenizer.from_metadata(self.gguf.metadata)
+        self.template = ChatTemplate.from_metadata(self.gguf.metadata)
+
+    def _open_device(self, device: Device | None) -> None:
+        profile = self.options.profile
+        chosen = get_profile(profile)
+        if device is not None and profile is not None and device.info.profile != (chosen.name if chosen else ""):
+            raise InvalidRequestError(f"the device given was opened under the profile "
+                                      f"'{device.info.profile or NO_PROFILE}', not '{profile}'; open it with "
+                                      "profile= or leave profile out")
+        self.device = device or open_device(profile=chosen or NO_PROFILE)
+
+    def _load_weights(self) -> dict:
+        loader = WeightLoader(self.gguf, self.device)
+        self.model = model_class(self.config.arch)(self.config, loader, fold_norms=self.options.fold_norms)
+        return dict(loader.weights)
+
+    def _tune_kernels(self, kernels: Kernels, weights: dict) -> None:
+        options = self.options
+        self._q8_activations = options.q8_activations or options.int8_dot
+        self._tune_context = TuneContext(self.device, kernels, variants(self.device), weights, self.config,
+                                         step_bucket(options.max_tokens_per_step), self._q8_activations)
+        self.tuning = tune_model(self._tune_context, option=options.tune, retune=options.retune,
+                                 int8_dot=options.int8_dot, store=options.tune_store)
+
+    # -- prompts -------------------------------------------------------------------------------------------------
+    def encode_prompt(self, prompt: str) -> list[int]:
+        """Raw completion prompt: special-token text parsed, BOS as the model's metadata says."""
+        return self.tokenizer.encode(prompt, add_bos=self.tokenizer.add_bos, parse_special=True)
+
+    def encode_messages(self, messages: Sequence[dict], tools=None) -> list[int]:
+        return self.encode_chat(self.template.render(messages, add_generation_prompt=True, tools=tools))
+
+    def encode_chat(self, text: str) -> list[int]:
+        # The template writes BOS itself when the model wants one.
+        return self.tokenizer.encode(text, add_bos=False, parse_special=True)
+
+    def prepare_chat(self, messages: Sequence[dict], **fields) -> ChatSetup:
+        """The prompt, reply constraint and reply parser for a chat request (see `LLM.chat` for the fields)."""
+        return prepare_chat(self.template, self.tokenizer, messages, **fields)
+
+    # -- sequences -----------------------------------------------------------------------------------------------
+    @contextmanager
+    def slot(self):
+        """A KV cache slot for one sequence, freed on leaving."""
+        slot = self.engine.kv.new_slot()
+        try:
+            yield slot
+        finally:
+            self.engine.kv.free_slot(slot)
+
+    def generation(self, request: GenerationRequest) -> Generation:
+        """`request` checked against this model, ready to `start` in a slot."""
+        return Generation(request, self.tokenizer, self.config.vocab_size, self.context)
+
+    def prefill(self, slot: int, ids: list[int], start: int = 0, all_logits: bool = False, top_k: int = 0) -> list:
+        """Feed `ids` at positions start.. in chunks; returns the last logits row (or every row, or the last row's
+        top-k candidates)."""
+        rows, step = [], self.engine.max_step
+        for i in range(0, len(ids), step):
+            chunk = ids[i:i + step]
+            last = i + step >= len(ids)
+            out = self.engine.step([Feed(slot, chunk, start + i, all_logits, logits=all_logits or last)],
+                                   top_k=top_k if last else 0)[0]
+            if all_logits:
+                v = self.config.vocab_size
+                rows.extend(out[j * v:(j + 1) * v] for j in range(len(chunk)))
+            elif last:
+                rows = [out]
+        return rows
+
+    def chat_session(self) -> ChatSession:
+        """A conversation's KV cache, continued turn after turn (see ChatSession)."""
+        return ChatSession(self.engine.kv, self.gguf)
+
+    def scheduler(self, **options) -> Scheduler:
+        """Continuous batching over this model (llmchat.runtime.scheduler; `options` are Scheduler's)."""
+        return Scheduler(self.engine, self.tokenizer, **options)
+
+    # -- programs and reports ------------------------------------------------------------------------------------
+    def warm_up(self, tokens: int = 1, *, wait: bool = True) -> None:
+        """Compile the step that feeds `tokens` tokens at the start of a reply (1: the decode step; a prompt chunk
+        size: the prompt step) before a request needs it; `wait=False` only starts compiling (see Engine.warm_up)."""
+        self.engine.warm_up(tokens, wait=wait)
+
+    def context_bucket(self, positions: int) -> int:
+        """The context the step reaching `positions` runs its program for (whole buckets, at most the context)."""
+        return self.engine.context_bucket(positions)
+
+    def decode_program(self, context: int) -> Program:
+        """The program of one decode token at position `context` - 1 (Engine.decode_program), for measuring it."""
+        return self.engine.decode_program(context)
+
+    def report(self, context: int | None = None) -> dict:
+        """What one decode token costs at `context` positions (default: the full context): its dispatches, the
+        weight bytes it reads, where kernels read weights from (buffers or textures, variants.weight_textures),
+        the adapter, and the kernel variants chosen and why."""
+        return {"dispatches_per_token": self.engine.dispatches_per_step(context=context),
+                "weight_bytes_per_token": self.model.weight_bytes,
+                "weights_read_from": dict(Counter(w.store for w in self._tune_context.weights.values())),
+                "adapter": self.device.info.as_dict(),
+                "kernels": self.tuning.summary()}
+
+    def sweep_kernels(self, rounds: int = ROUNDS) -> dict[str, dict]:
+        """Every kernel variant the tuner chooses among, at this model's shapes, timed `rounds` times with no
+        budget (gpu/tune.py's `sweep`): per case its shape, each candidate's microseconds per dispatch, the
+        fastest, those the measurement cannot tell from it (`ties`), and the variant this load runs — how close
+        the tuner's (or the fixed table's) picks are."""
+        result = sweep(self._tune_context, rounds)
+        for name, case in result.items():
+            case["running"] = self.tuning.choices[name]["variant"]
+        return result
