@@ -12,6 +12,7 @@ refused here, on every device: variants.py must not have chosen it.
 from __future__ import annotations
 
 import re
+import weakref
 from importlib import resources
 
 from ..errors import ShaderError
@@ -76,20 +77,26 @@ def binding_kinds(source: str) -> list[str]:
     return [kinds[i] for i in range(len(kinds))]
 
 
+# The kernels compiled on each open device, by (file, values). Every Kernels over a device shares them: a load
+# compiles its kernels, its weight repacks, the subgroup probe and the roofline probes through Kernels objects of
+# their own, and a second model loaded on the same device needs most of the first one's pipelines again.
+_COMPILED: weakref.WeakKeyDictionary[Device, dict[tuple, Kernel]] = weakref.WeakKeyDictionary()
+
+
 class Kernels:
     """Compiles each (file, values) pair once per device."""
 
     def __init__(self, device: Device):
         self.device = device
-        self._cache: dict[tuple, Kernel] = {}
 
     def get(self, file: str, **values) -> Kernel:
         key = (file, tuple(sorted(values.items())))
-        kernel = self._cache.get(key)
+        compiled = _COMPILED.setdefault(self.device, {})
+        kernel = compiled.get(key)
         if kernel is None:
             label = file.removesuffix(".wgsl") + "".join(f"[{k}={v}]" for k, v in sorted(values.items()))
             source = self._adapt(shader_source(file, values), label)
-            kernel = self._cache[key] = self.device.kernel(label, source)
+            kernel = compiled[key] = self.device.kernel(label, source)
         return kernel
 
     def _adapt(self, source: str, label: str = "") -> str:
