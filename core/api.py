@@ -51,6 +51,11 @@ class StreamEvent:
     tool_calls: list = field(default_factory=list)
     message: dict | None = None
 
+    @property
+    def parts(self) -> dict:
+        """The delta's parts beside its content, as an OpenAI chunk's delta has them (only those present)."""
+        return {k: v for k, v in (("reasoning_content", self.reasoning), ("tool_calls", self.tool_calls)) if v}
+
 
 class LLM(Runtime):
     def __init__(self, path: str | GGUFFile, *, device: Device | None = None, **options):

@@ -196,9 +196,7 @@ def chat(request: str, emit, should_stop, cache=None) -> None:
     send(completion.opening())
     generated = 0
     for event in events:
-        parts = {"reasoning_content": event.reasoning} if event.reasoning else {}
-        if event.tool_calls:
-            parts["tool_calls"] = event.tool_calls
+        parts = event.parts
         if event.finish_reason is not None:
             usage = event.usage
             send([completion.take(0, Piece(

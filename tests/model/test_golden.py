@@ -51,15 +51,21 @@ def _length(name: str, index: int) -> int:
 @pytest.fixture(scope="module")
 def llms(request):
     from llmchat.api import LLM
-    loaded = {}
+    from llmchat.gpu import open_device
+    from llmchat.gpu.profiles import NO_PROFILE, get_profile
+    loaded, devices = {}, {}
 
     def get(name: str, q8_activations: bool = False, profile: str | None = None, kv_type: str | None = None,
             int8_dot: bool = False):
         key = name, q8_activations, profile, kv_type, int8_dot
         if key not in loaded:
             golden = MODELS[name]
+            # One device per profile: the loads on it share its compiled kernels.
+            if profile not in devices:
+                devices[profile] = open_device(profile=get_profile(profile) or NO_PROFILE)
             loaded[key] = LLM(str(request.getfixturevalue(golden.fixture)), context=1024,
-                              q8_activations=q8_activations, profile=profile, kv_type=kv_type, int8_dot=int8_dot)
+                              q8_activations=q8_activations, profile=profile, kv_type=kv_type, int8_dot=int8_dot,
+                              device=devices[profile])
         return loaded[key]
     return get
 
