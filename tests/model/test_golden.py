@@ -6,10 +6,10 @@ llama.cpp rounds activations to 8 bits inside its quantized dot products and kee
 in f32. So logits agree closely but not exactly, and a near-tie can flip one greedy token. Perplexity is checked
 twice: with f32 activations (the default; Gemma's comes out 1.2% below llama.cpp's, SmolLM2's 0.4%) and with
 llama.cpp's 8-bit activation rounding (`q8_activations`), which must land within 1% of llama.cpp's (Gemma -0.6%,
-SmolLM2 -0.8%), as must SmolLM2 with int8 dot products forced (`int8_dot`: the same rounding, products in integers)
-where the adapter has them. Rounding Gemma's K/V or its GELU to f16 as llama.cpp does moved nothing measurable. The KV cache
-is f16 where the adapter has shader-f16 (lavapipe does) and f32 elsewhere (kvlayout.cache_type); both are checked
-here: the adapter's own type, and the other one forced.
+SmolLM2 -0.8%); SmolLM2 with int8 dot products forced (`int8_dot`: the same rounding, products in integers) is
+held to the logits where the adapter has them. Rounding Gemma's K/V or its GELU to f16 as llama.cpp does moved
+nothing measurable. The KV cache is f16 where the adapter has shader-f16 (lavapipe does) and f32 elsewhere
+(kvlayout.cache_type); both are checked here: the adapter's own type, and the other one forced.
 """
 from __future__ import annotations
 
@@ -139,8 +139,9 @@ def test_perplexity(llms, name, q8):
 
 
 def test_int8_dot_products(llms):
-    """SmolLM2 (Q4_1, its output head Q8_0) with int8 dot products forced: the tiles are reported as forced, the
-    logits meet the same references as above and the perplexity llama.cpp's within 1%."""
+    """SmolLM2 (Q4_1, its output head Q8_0) with int8 dot products forced: the tiles are reported as forced and the
+    last-position logits of every prompt, short and long, meet the same references as above (the rounding itself is
+    held to llama.cpp's perplexity by test_perplexity's q8 case; products in integers change no rounding)."""
     from llmchat.gpu import open_device
     if not open_device().info.dot4i8:
         pytest.skip("the adapter has no packed_4x8_integer_dot_product")
@@ -153,6 +154,3 @@ def test_int8_dot_products(llms):
         logits = np.asarray(logits)
         assert int(np.argmax(logits)) == case["top_ids"][0]
         assert np.abs(logits[case["top_ids"]] - np.asarray(case["top_logits"])).max() < golden.logit_tolerance
-    want = golden.reference["perplexity"]
-    got = llm.perplexity(TEXTS["perplexity_text"], window=want["window"])
-    assert abs(got["ppl"] / want["ppl"] - 1) < 0.01, (got, want)
