@@ -15,6 +15,7 @@ from cli_util import llmchat, ok
 
 from llmchat.api import LLM
 from model_factory import write_model
+from gpu_util import adapter_gpu  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.gpu
 
@@ -28,14 +29,14 @@ def model(tmp_path_factory, request) -> str:
     return str(write_model(tmp_path_factory.mktemp(request.param) / f"tiny-{request.param}.gguf", **params))
 
 
-def greedy(model: str, prompt: str, n: int) -> list[int]:
-    llm = LLM(model, context=256)
+def greedy(model: str, device, prompt: str, n: int) -> list[int]:
+    llm = LLM(model, context=256, device=device)
     return [e.token for e in llm.generate(prompt, max_tokens=n) if e.token is not None]
 
 
-def test_run_and_chat(model):
+def test_run_and_chat(model, adapter_gpu):  # noqa: F811
     out = json.loads(ok(llmchat("run", model, "-p", PROMPTS[0], "-n", "8", "--ctx", "256", "--json")))
-    assert out["ids"] == greedy(model, PROMPTS[0], 8) and out["ids"]
+    assert out["ids"] == greedy(model, adapter_gpu.device, PROMPTS[0], 8) and out["ids"]
     reply = ok(llmchat("chat", model, "-n", "6", "--ctx", "256", stdin="hi\nand again\n"))
     assert reply.strip()
 

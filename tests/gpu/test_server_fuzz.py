@@ -17,15 +17,16 @@ from llmchat.api import LLM
 from llmchat.server import Scheduler, ServerOptions, create_app, model_info
 from llmchat.server.schemas import ChatCompletionRequest, CompletionRequest
 from model_factory import write_model
+from gpu_util import adapter_gpu  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.gpu
 
 
 @pytest.fixture(scope="module")
-def app(tmp_path_factory):
+def app(tmp_path_factory, adapter_gpu):  # noqa: F811
     root = tmp_path_factory.mktemp("fuzz")
     path = write_model(root / "tiny.gguf")
-    llm = LLM(str(path), context=64, n_slots=8, max_tokens_per_step=32)
+    llm = LLM(str(path), context=64, n_slots=8, max_tokens_per_step=32, device=adapter_gpu.device)
     scheduler = Scheduler(llm.engine, llm.tokenizer, max_batch=4, max_queue=16, prefill_chunk=8)
     scheduler.start()
     yield create_app(scheduler, model_info(llm, "tiny", str(path)), ServerOptions(web_dir=root))

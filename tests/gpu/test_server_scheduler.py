@@ -13,6 +13,7 @@ from llmchat.runtime.sampler import SamplingParams
 from llmchat.runtime.generation import FinishEvent, GenerationRequest, TokenEvent
 from llmchat.runtime.scheduler import ErrorEvent, QueueFullError, Scheduler, SchedulerStoppedError
 from model_factory import write_model
+from gpu_util import adapter_gpu  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.gpu
 
@@ -25,10 +26,10 @@ def model_path(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def llm(model_path):
+def llm(model_path, adapter_gpu):  # noqa: F811
     # Two sequences' worth of cache (8 blocks of 16) shared by three slots: running two long sequences after
     # two others finished forces evictions.
-    return LLM(str(model_path), context=CONTEXT, n_slots=2, max_tokens_per_step=16)
+    return LLM(str(model_path), context=CONTEXT, n_slots=2, max_tokens_per_step=16, device=adapter_gpu.device)
 
 
 class Collector:

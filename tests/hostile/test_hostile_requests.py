@@ -15,6 +15,7 @@ from llmchat.server import Scheduler, ServerOptions, create_app, model_info
 from llmchat.server.guard import HostPolicy
 from llmchat.server.static import parse_ranges
 from model_factory import write_model
+from gpu_util import adapter_gpu  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.gpu
 
@@ -23,11 +24,11 @@ HOSTILE = ["\ud800", "a\udfffb", "\x00\x01\x1b[31m\x7f", "\u202e\ufeff", "9" * 5
 
 
 @pytest.fixture(scope="module")
-def setup(tmp_path_factory):
+def setup(tmp_path_factory, adapter_gpu):  # noqa: F811
     root = tmp_path_factory.mktemp("hostile")
     path = write_model(root / "tiny.gguf")
     (root / "f.bin").write_bytes(bytes(range(256)) * 4)
-    llm = LLM(str(path), context=64, n_slots=8, max_tokens_per_step=32)
+    llm = LLM(str(path), context=64, n_slots=8, max_tokens_per_step=32, device=adapter_gpu.device)
     scheduler = Scheduler(llm.engine, llm.tokenizer, max_batch=4, max_queue=16, prefill_chunk=8)
     scheduler.start()
     info = model_info(llm, "tiny", str(path))

@@ -19,6 +19,7 @@ from server_util import running_server
 from llmchat.gguf.file import open_gguf
 from llmchat.chat.textstream import TextStream
 from llmchat.tokenizer.tokenizer import Tokenizer
+from gpu_util import adapter_gpu  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.model
 
@@ -85,12 +86,12 @@ def test_a_stop_that_never_comes_does_not_hide_the_unfinished_character(tokenize
 
 
 @pytest.mark.gpu
-def test_the_api_and_the_server_end_a_split_character_alike(smollm2_path: Path) -> None:
+def test_the_api_and_the_server_end_a_split_character_alike(smollm2_path: Path, adapter_gpu) -> None:  # noqa: F811
     from llmchat.api import LLM
 
     cases = [(EMOJI_PROMPT, 1, []), (EMOJI_PROMPT, 2, []), (EMOJI_PROMPT, 11, []), (CJK_PROMPT, 4, []),
              (CJK_PROMPT, 12, ["－－－"]), (EMOJI_PROMPT, 12, ["👐"])]
-    llm = LLM(str(smollm2_path), context=256)
+    llm = LLM(str(smollm2_path), context=256, device=adapter_gpu.device)
     api = []
     for prompt, n, stop in cases:
         events = list(llm.generate(prompt, max_tokens=n, stop=stop))

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from gpu_util import gpu  # noqa: F401 - fixture
+from gpu_util import adapter_gpu, gpu  # noqa: F401 (fixtures)
 from cli_util import llmchat, ok
 
 from llmchat.runtime import roofline
@@ -41,8 +41,8 @@ def test_stream_probes_measure_bandwidth_and_copy_for_real(gpu):  # noqa: F811
 
 
 @pytest.fixture(scope="module")
-def smollm2(smollm2_path):
-    return LLM(str(smollm2_path), context=512)
+def smollm2(smollm2_path, adapter_gpu):  # noqa: F811
+    return LLM(str(smollm2_path), context=512, device=adapter_gpu.device)
 
 
 @pytest.mark.model

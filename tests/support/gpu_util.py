@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import struct
 import zlib
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 import gguf
@@ -139,54 +138,53 @@ class Gpu:
         return np.frombuffer(data, np.float32).reshape(act.rows, act.cols).astype(np.float64)
 
 
+_OPENED: dict[tuple, Gpu] = {}
+
+
 def _open(**options) -> Gpu:
-    try:
-        device = NativeDevice(**options)
-    except NoAdapterError as e:
-        pytest.skip(f"no WebGPU adapter: {e}")
-    return Gpu(device, Kernels(device))
+    """One device per set of options for the whole session, whichever fixture asks: the kernel suites and the model
+    suites on it share its compiled pipelines (on lavapipe a matmul pipeline takes 0.5-5 s to create, even with
+    Mesa's shader cache warm). Left open until the process ends."""
+    key = tuple(sorted((k, v) for k, v in options.items() if v is not None))
+    if key not in _OPENED:
+        try:
+            device = NativeDevice(**options)
+        except NoAdapterError as e:
+            pytest.skip(f"no WebGPU adapter: {e}")
+        _OPENED[key] = Gpu(device, Kernels(device))
+    return _OPENED[key]
 
 
 @pytest.fixture(scope="session", params=GPU_PROFILES, ids=lambda p: p or "default")
-def gpu(request: pytest.FixtureRequest) -> Iterator[Gpu]:
+def gpu(request: pytest.FixtureRequest) -> Gpu:
     """The adapter, once as it is and once under the phone profile; kernels compiled once per device."""
-    g = _open(profile=request.param)
-    yield g
-    g.device.close()
+    return _open(profile=request.param)
 
 
 @pytest.fixture(scope="session")
-def adapter_gpu() -> Iterator[Gpu]:
+def adapter_gpu() -> Gpu:
     """The adapter as it is only: for whole-model suites, where running every case twice would cost minutes (the
     phone profile's kernel variants are covered by the kernel suites and by test_golden.py)."""
-    g = _open()
-    yield g
-    g.device.close()
+    return _open()
 
 
 @pytest.fixture(scope="session")
-def phone_gpu() -> Iterator[Gpu]:
+def phone_gpu() -> Gpu:
     """The adapter under the phone profile only (for tests about the profile itself)."""
-    g = _open(profile="phone")
-    yield g
-    g.device.close()
+    return _open(profile="phone")
 
 
 @pytest.fixture(scope="session")
-def split_gpu() -> Iterator[Gpu]:
+def split_gpu() -> Gpu:
     """The same adapter told its bindings hold only SPLIT_BINDING bytes, so weights are split into parts."""
-    g = _open(max_binding_size=SPLIT_BINDING)
-    yield g
-    g.device.close()
+    return _open(max_binding_size=SPLIT_BINDING)
 
 
 @pytest.fixture(scope="session")
-def tiles_gpu() -> Iterator[Gpu]:
+def tiles_gpu() -> Gpu:
     """The same adapter told its bindings hold only TILES_BINDING bytes: split-layout weights of short rows (whole
     tiles in every binding) come in several parts."""
-    g = _open(max_binding_size=TILES_BINDING)
-    yield g
-    g.device.close()
+    return _open(max_binding_size=TILES_BINDING)
 
 
 @pytest.fixture

@@ -10,6 +10,7 @@ from llmchat.runtime.engine import Feed
 from llmchat.errors import LLMChatError
 from llmchat.gpu.kvlayout import cache_type
 from llmchat.gpu.variants import Variants
+from gpu_util import adapter_gpu  # noqa: F401 (a fixture)
 from model_factory import write_model
 from reference_model import ReferenceLlama
 
@@ -18,9 +19,8 @@ PROMPT = [5, 70, 71, 72, 40, 3, 100, 101, 200, 7, 9, 11, 13, 260, 261, 17, 19, 2
 
 
 @pytest.fixture(scope="module")
-def device():
-    from llmchat.gpu.native import NativeDevice
-    return NativeDevice()
+def device(adapter_gpu):  # noqa: F811
+    return adapter_gpu.device
 
 
 # The KV cache type and attention kernel: the adapter's own choice (on lavapipe an f16 cache and the invocation
