@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .template import ChatTemplate
+from .template import ChatTemplate, template_variables
 from ..errors import FieldError, GrammarError
 from ..grammar import Constraint, Grammar, VocabIndex
 from ..grammar.json_schema import json_object_gbnf, schema_to_gbnf
@@ -158,9 +158,7 @@ def prepare_chat(template: ChatTemplate, tokenizer: Tokenizer, messages: Sequenc
                  grammar: Any = None, json_schema: Any = None, tools: Any = None, tool_choice: Any = None,
                  parallel_tool_calls: Any = None, template_kwargs: Any = None) -> ChatSetup:
     """Render the prompt and build the reply's constraint for a chat request, refusing malformed fields."""
-    if template_kwargs is not None and not isinstance(template_kwargs, Mapping):
-        raise FieldError("chat_template_kwargs must be an object", "chat_template_kwargs")
-    kwargs = dict(template_kwargs or {})
+    kwargs = template_variables(template_kwargs)
     constraint_grammar = response_grammar(tokenizer, response_format, grammar=grammar, json_schema=json_schema)
     if parallel_tool_calls is not None and not isinstance(parallel_tool_calls, bool):
         raise FieldError("parallel_tool_calls must be true or false", "parallel_tool_calls")

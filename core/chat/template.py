@@ -7,6 +7,8 @@ model saw in training:
 - a sandboxed, immutable Jinja environment (templates come with downloaded files: they must not reach Python
   internals, and must not mutate the caller's messages), `trim_blocks` and `lstrip_blocks` on, the `loopcontrols`
   extension (`break`/`continue`), and `{% generation %}` blocks accepted as plain content;
+- a budget of work per render (operations and characters produced, see render_budget.py), and no constant
+  folding at compile time, so that a hostile template costs bounded time and memory at load and at each render;
 - the variables `messages`, `add_generation_prompt`, `bos_token`, `eos_token`, `tools` (only when given, so
   `tools is defined` tests behave) plus any extra keyword the caller passes (`enable_thinking`, `date_string`...);
 - the helpers `raise_exception(message)` and `strftime_now(format)`, and a `tojson` filter that emits plain JSON
@@ -30,14 +32,16 @@ would drift from `transformers` on exactly the edge cases templates rely on.
 """
 from __future__ import annotations
 
+import functools
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
-from functools import cache
 from typing import Any
 
+from . import render_budget
 from .builtin import BUILTIN_TEMPLATES, choose_builtin
-from ..errors import ChatTemplateError
+from .render_budget import RenderBudget, TemplateBudgetError
+from ..errors import ChatTemplateError, FieldError
 from ..tokenizer.tokenizer import adds_bos
 
 # ChatML: each turn is `<|im_start|>{role}\n{content}<|im_end|>\n`, and the generation prompt opens an assistant
@@ -70,7 +74,7 @@ class ChatTemplate:
         self.reason = reason
         jinja2 = _jinja2()
         try:
-            self._template = jinja_environment().from_string(source)
+            self._template = _compile(source)
         except jinja2.TemplateSyntaxError as exc:
             raise ChatTemplateError(f"chat template does not parse (line {exc.lineno}): {exc.message}") from exc
 
@@ -121,9 +125,13 @@ class ChatTemplate:
         *,
         add_generation_prompt: bool = True,
         tools: Sequence[Mapping[str, Any]] | None = None,
+        budget: RenderBudget | None = None,
         **extra: Any,
     ) -> str:
-        """The prompt text for `messages`; with `add_generation_prompt` it ends where the assistant should speak."""
+        """The prompt text for `messages`; with `add_generation_prompt` it ends where the assistant should speak.
+
+        The render may do the work `budget` allows (a default `RenderBudget` when not given; it tells afterwards
+        what was spent) and raises TemplateBudgetError past it."""
         variables: dict[str, Any] = {
             **extra,
             "messages": validate_messages(messages),
@@ -134,12 +142,40 @@ class ChatTemplate:
         if tools is not None:
             variables["tools"] = _validate_tools(tools)
         jinja2 = _jinja2()
+        token = render_budget.start(budget or RenderBudget())
         try:
             return self._template.render(variables)
+        except TemplateBudgetError as exc:
+            raise TemplateBudgetError(f"chat template {self.name} went past what one render may do: {exc}") from None
         except jinja2.TemplateError as exc:
             raise ChatTemplateError(f"chat template failed: {exc.message or type(exc).__name__}") from exc
         except Exception as exc:  # a template can trip any Python error, e.g. `'a' + none`; all mean "cannot render"
             raise ChatTemplateError(f"chat template failed: {type(exc).__name__}: {exc}") from exc
+        finally:
+            render_budget.finish(token)
+
+
+# The variables a template receives from `render` itself: extra variables may not replace them.
+_OWN_VARIABLES = frozenset({"messages", "add_generation_prompt", "tools", "bos_token", "eos_token", "budget"})
+# Extra variables the templates in the wild read as switches; the string "false" would read as true.
+_BOOLEAN_VARIABLES = frozenset({"enable_thinking", "thinking", "add_vision_id"})
+
+
+def template_variables(extra: Any, param: str = "chat_template_kwargs") -> dict[str, Any]:
+    """The extra variables a caller passes to a template (vLLM's `chat_template_kwargs`), checked: an object of
+    string keys that neither replace the template's own arguments nor its helpers (`raise_exception`, `range`,
+    `namespace`...), with switches such as `enable_thinking` given as booleans. Errors name `param`."""
+    if extra is None:
+        return {}
+    if not isinstance(extra, Mapping) or not all(isinstance(key, str) for key in extra):
+        raise FieldError(f"`{param}` must be an object of template variables", param)
+    for key, value in extra.items():
+        if key in _OWN_VARIABLES or key in jinja_environment().globals:
+            raise FieldError(f"`{param}` may not set {key!r}: the chat template gets it from the request (or it "
+                             "is one of the template's own helpers)", param)
+        if key in _BOOLEAN_VARIABLES and not isinstance(value, bool):
+            raise FieldError(f"`{param}.{key}` must be true or false, not {json.dumps(value)[:40]}", param)
+    return dict(extra)
 
 
 def render_chat(
@@ -242,21 +278,38 @@ def _jinja2() -> Any:
     return jinja2
 
 
-@cache
+@functools.cache
 def jinja_environment() -> Any:
     """The one Jinja environment all templates compile in (built on first use)."""
     _jinja2()  # a clear error when jinja2 is missing
-    from jinja2 import nodes
+    from jinja2 import nodes, pass_context
     from jinja2.ext import Extension, loopcontrols
     from jinja2.sandbox import ImmutableSandboxedEnvironment, SecurityError
 
     class Sandbox(ImmutableSandboxedEnvironment):
         """Jinja's sandbox answers a forbidden attribute with an undefined value that only fails when used further,
         so `{{ f.__globals__ }}` would quietly print nothing. A template that reaches for internals is broken or
-        hostile either way: refuse it on the spot."""
+        hostile either way: refuse it on the spot. Calls and the operators that can build large values are charged
+        to the render's budget (and intercepted operators are never folded at compile time)."""
+
+        intercepted_binops = frozenset({"*", "**", "+", "%"})
 
         def unsafe_undefined(self, obj: Any, attribute: str) -> Any:
             raise SecurityError(f"access to attribute {attribute!r} of {type(obj).__name__!r} object is unsafe")
+
+        def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
+            budget = render_budget.current()
+            render_budget.check_binop(budget, operator, left, right)
+            return budget.produced(super().call_binop(context, operator, left, right))
+
+        def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: N805 - Jinja's
+            budget = render_budget.current()
+            budget.enter()
+            try:
+                args = render_budget.check_string_method(budget, __obj, args, kwargs)
+                return budget.produced(super().call(__context, __obj, *args, **kwargs))
+            finally:
+                budget.leave()
 
     class GenerationBlocks(Extension):
         """`{% generation %}...{% endgeneration %}` marks assistant text for training masks; rendering ignores it."""
@@ -268,13 +321,102 @@ def jinja_environment() -> Any:
             body = parser.parse_statements(("name:endgeneration",), drop_needle=True)
             return nodes.Scope(body, lineno=lineno)
 
-    environment = Sandbox(
-        trim_blocks=True, lstrip_blocks=True, extensions=[loopcontrols, GenerationBlocks]
-    )
+    @pass_context
+    def finalize(context: Any, value: Any) -> str:
+        """Every `{{ }}` output, counted (pass_context keeps Jinja from finalizing constants at compile time)."""
+        text = str(value)
+        render_budget.current().characters(len(text))
+        return text
+
+    environment = Sandbox(trim_blocks=True, lstrip_blocks=True, extensions=[loopcontrols, GenerationBlocks],
+                          optimized=False, finalize=finalize)
     environment.filters["tojson"] = _tojson
+    environment.filters = {name: _budgeted_filter(name, f) for name, f in environment.filters.items()}
+    environment.filters[_EACH] = _each
+    environment.filters[_CONCAT] = _concat
+    environment.globals["lipsum"] = _budgeted_lipsum(environment.globals["lipsum"])
     environment.globals["raise_exception"] = _raise_exception
     environment.globals["strftime_now"] = _strftime_now
     return environment
+
+
+# The filters that every `{% for %}` and `~` go through (see _compile); not names templates use.
+_EACH = "llmchat_budgeted_loop"
+_CONCAT = "llmchat_budgeted_concat"
+
+
+def _compile(source: str) -> Any:
+    """Compile template source with each loop and each `~` charging the render's budget.
+
+    A loop iteration costs one operation and the literal text its body may emit, so that a loop writing a large
+    block of template text runs out of budget as fast as one printing large values. `~` is Jinja's own string
+    join, which the sandbox does not intercept."""
+    from jinja2 import nodes
+    from jinja2.visitor import NodeTransformer
+
+    class Charged(NodeTransformer):
+        def visit_For(self, node: Any) -> Any:
+            self.generic_visit(node)
+            literal = sum(len(data.data) for data in node.find_all(nodes.TemplateData))
+            node.iter = nodes.Filter(node.iter, _EACH, [nodes.Const(literal)], [], None, None, lineno=node.lineno)
+            return node
+
+        def visit_Concat(self, node: Any) -> Any:
+            self.generic_visit(node)
+            return nodes.Filter(nodes.List(node.nodes), _CONCAT, [], [], None, None, lineno=node.lineno)
+
+    environment = jinja_environment()
+    tree = Charged().visit(environment.parse(source))
+    return environment.template_class.from_code(environment, environment.compile(tree),
+                                                environment.make_globals(None))
+
+
+def _concat(items: list[Any]) -> str:
+    return render_budget.concatenated(render_budget.current(), items)
+
+
+def _each(items: Any, literal: int) -> Any:
+    budget = render_budget.current()
+    for item in items:
+        budget.operation()
+        budget.characters(literal)
+        yield item
+
+
+def _budgeted_filter(name: str, function: Callable[..., Any]) -> Callable[..., Any]:
+    """A filter charged to the render's budget, with the ones that multiply text sized before they run."""
+    skip = 0 if getattr(function, "jinja_pass_arg", None) is None else 1  # the context or environment argument
+
+    @functools.wraps(function)  # keeps `jinja_pass_arg`
+    def budgeted(*args: Any, **kwargs: Any) -> Any:
+        budget = render_budget.current()
+        budget.operation()
+        value, rest = args[skip] if len(args) > skip else None, args[skip + 1:]
+        budget.arguments(rest, kwargs)
+        if name == "join" and kwargs.get("attribute", rest[1] if len(rest) > 1 else None) is None:
+            value = render_budget.listed(budget, value)
+            args = (*args[:skip], value, *rest)
+            budget.characters(render_budget.joined_length(kwargs.get("d", rest[0] if rest else ""), value))
+        elif name == "format" and isinstance(value, str):
+            budget.characters(len(value) + render_budget.format_widths(value, render_budget.PERCENT_SPEC))
+        elif name == "replace" and len(rest) >= 2:
+            budget.characters(render_budget.replaced_length(value, rest[0], rest[1]))
+        elif name == "indent" and isinstance(value, str):
+            width = kwargs.get("width", rest[0] if rest else 4)
+            width = len(width) if isinstance(width, str) else width if type(width) is int else 0
+            budget.characters(len(value) + (value.count("\n") + 1) * max(width, 0))
+        return budget.produced(function(*args, **kwargs))
+
+    return budgeted
+
+
+def _budgeted_lipsum(lipsum: Callable[..., str]) -> Callable[..., str]:
+    def budgeted(n: int = 5, html: bool = True, min: int = 20, max: int = 100) -> str:  # noqa: A002 - Jinja's names
+        # n paragraphs of up to `max` words of up to 12 characters each, paid before they are written.
+        render_budget.current().characters(n * max * 12 if type(n) is int and type(max) is int else 0)
+        return lipsum(n, html, min, max)
+
+    return budgeted
 
 
 def _tojson(
@@ -285,7 +427,16 @@ def _tojson(
     sort_keys: bool = False,
 ) -> str:
     # Jinja's own tojson HTML-escapes `<`, `>`, `&`, `'` — right for web pages, wrong for prompts.
-    return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+    def dumps(indent: int | str | None) -> str:
+        return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+
+    width = len(indent) if isinstance(indent, str) else indent if type(indent) is int else 0
+    if width > 1:
+        # The indented size, known from a one-space rendering before a wide indent multiplies it.
+        probe = dumps(1)
+        depth = sum(len(line) - len(line.lstrip(" ")) for line in probe.split("\n"))
+        render_budget.current().characters(len(probe) + depth * (width - 1))
+    return dumps(indent)
 
 
 def _raise_exception(message: str) -> None:

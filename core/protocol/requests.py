@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from ..chat.template import template_variables
 from ..errors import FieldError
 from ..runtime.sampler import LOGIT_BIAS_RANGE, REPETITION_PENALTY_RANGE, SamplingParams
 
@@ -167,12 +168,9 @@ def token_bias(logit_bias: Any, vocab_size: int) -> dict[int, float] | None:
 def template_kwargs(chat_template_kwargs: Any, enable_thinking: Any) -> dict[str, Any] | None:
     """The chat template's extra variables: `chat_template_kwargs` (vLLM's), with WebLLM's top-level
     `enable_thinking` filling in that one variable when the kwargs do not set it."""
-    if chat_template_kwargs is not None and not (
-            isinstance(chat_template_kwargs, Mapping) and all(isinstance(k, str) for k in chat_template_kwargs)):
-        raise FieldError("`chat_template_kwargs` must be an object of template variables", "chat_template_kwargs")
+    kwargs = template_variables(chat_template_kwargs)
     if enable_thinking is not None and not isinstance(enable_thinking, bool):
         raise FieldError("`enable_thinking` must be true or false", "enable_thinking")
-    kwargs = dict(chat_template_kwargs or {})
     if enable_thinking is not None:
         kwargs.setdefault("enable_thinking", enable_thinking)
     return kwargs or None

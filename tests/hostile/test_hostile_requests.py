@@ -107,6 +107,15 @@ def test_loose_types_are_refused(setup, field, value):
     assert error["param"] == field
 
 
+@pytest.mark.parametrize("kwargs", [{"messages": []}, {"add_generation_prompt": False}, {"tools": []},
+                                    {"bos_token": "x"}, {"raise_exception": 1}, {"range": 1}, {"namespace": 1},
+                                    {"enable_thinking": "false"}, {"enable_thinking": 0}])
+def test_template_kwargs_cannot_replace_the_templates_own_variables(setup, kwargs):
+    client, _ = setup
+    error = assert_json_error(post(client, "/v1/chat/completions", chat(chat_template_kwargs=kwargs)), 400)
+    assert error["param"] == "chat_template_kwargs" and next(iter(kwargs)) in error["message"]
+
+
 def test_ints_are_still_floats(setup):
     client, _ = setup
     assert post(client, "/v1/chat/completions", chat(temperature=0, top_p=1, presence_penalty=0)).status_code == 200
@@ -129,6 +138,19 @@ def test_template_failure_says_what_is_wrong(setup):
     finally:
         del llm.template
     assert "TypeError" not in error["message"] and "messages[0]" in error["message"]
+
+
+def test_a_template_that_never_ends_is_a_400_naming_the_limit(setup):
+    client, llm = setup
+    from llmchat.chat.template import ChatTemplate
+    llm.template = ChatTemplate("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}"
+                                "{{ 'a' * 10**9 }}", name="tokenizer.chat_template")
+    try:
+        error = assert_json_error(post(client, "/v1/chat/completions", chat()), 400)
+    finally:
+        del llm.template
+    assert "tokenizer.chat_template" in error["message"] and "1,000,000 operations" in error["message"]
+    assert client.get("/health").status_code == 200
 
 
 def test_lone_surrogate_model_name_is_a_404(setup):

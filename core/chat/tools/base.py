@@ -5,7 +5,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..template import ChatTemplate
+from ..template import ChatTemplate, template_variables
 from .gbnf import GrammarBuilder
 from .messages import check_tool_choice, check_tools, convert_messages
 from .stream import THINK_CLOSE, THINK_OPEN, CallSyntax, ReplyParser, random_call_id
@@ -68,11 +68,7 @@ class ToolFormat:
         template = template or self.template
         checked = check_tools(tools) if tools else []
         choice = check_tool_choice(tool_choice, checked)
-        extra = dict(template_kwargs or {})
-        for reserved in ("messages", "tools", "add_generation_prompt"):
-            if reserved in extra:
-                from ...errors import InvalidRequestError
-                raise InvalidRequestError(f"template_kwargs may not set {reserved!r}")
+        extra = template_variables(template_kwargs)
         offered = checked if checked and (choice != "none" or self.describe_when_none) else []
         text = self.render(template, messages, offered, extra)
         think = THINK_OPEN in template.source
