@@ -5,6 +5,7 @@ decided once, here. Every failure to get bytes is a `SourceError` that names the
 """
 from __future__ import annotations
 
+import base64
 import contextlib
 import os
 import threading
@@ -163,8 +164,10 @@ class HTTPSource(Source):
                  retries: int = 4, backoff: float = 0.5) -> None:
         if block_size <= 0 or cache_blocks <= 0 or retries < 0 or backoff < 0:
             raise ValueError("block_size and cache_blocks must be positive; retries and backoff non-negative")
-        self.name = url
-        self.url = url
+        # Credentials in the URL (`https://user:password@host/...`) become HTTP basic auth, sent to that host only
+        # (never along a redirect), and appear in no message: `url` and `name` are the URL without them.
+        self.url, self._authorization = split_credentials(url)
+        self.name = self.url
         self.block_size = block_size
         self.cache_blocks = cache_blocks
         self.timeout = timeout
@@ -237,6 +240,8 @@ class HTTPSource(Source):
             "Accept-Encoding": "identity",
             "User-Agent": "llmchat",
         })
+        if self._authorization:
+            request.add_unredirected_header("Authorization", self._authorization)
         self.request_count += 1
         try:
             response = urllib.request.urlopen(request, timeout=self.timeout)
@@ -301,6 +306,31 @@ def _content_range_total(value: str) -> int | None:
         return int(total)
     except ValueError:
         return None
+
+
+def split_credentials(url: str) -> tuple[str, str | None]:
+    """An http(s) URL without its `user:password@` (checked to name a host and port that can be looked up) and
+    the basic-auth header value they make, if any. Errors never repeat the credentials."""
+    parts = urllib.parse.urlsplit(url)
+    host = parts.hostname or ""
+    public = urllib.parse.urlunsplit(parts._replace(netloc=host_and_port(parts)))
+    try:
+        parts.port  # noqa: B018 - raises on a port that is not a number
+        host.encode("idna")
+        valid = parts.scheme.lower() in ("http", "https") and host.strip(".") != ""
+    except (ValueError, UnicodeError):
+        valid = False
+    if not valid:
+        raise SourceError(f"{public}: not an http(s) URL with a valid host name")
+    if parts.username is None and parts.password is None:
+        return public, None
+    pair = f"{urllib.parse.unquote(parts.username or '')}:{urllib.parse.unquote(parts.password or '')}"
+    return public, "Basic " + base64.b64encode(pair.encode("utf-8")).decode("ascii")
+
+
+def host_and_port(parts: urllib.parse.SplitResult) -> str:
+    """The part of a URL's netloc after any credentials."""
+    return parts.netloc.rpartition("@")[2]
 
 
 def is_url(target: str) -> bool:

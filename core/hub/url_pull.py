@@ -16,7 +16,7 @@ from typing import IO
 
 from ..errors import ModelNotFoundError
 from ..gguf.file import shard_name, shard_number
-from ..gguf.sources import HTTPSource
+from ..gguf.sources import HTTPSource, host_and_port, split_credentials
 
 CHUNK = 16 << 20  # per request: small enough that a cut connection costs little, large enough to stream fast
 
@@ -30,14 +30,15 @@ def shard_urls(url: str) -> list[str]:
 
 
 def local_path(url: str, models: Path) -> Path:
-    """Where the pulled copy of `url` lives."""
-    parts = urllib.parse.urlsplit(url)
+    """Where the pulled copy of `url` lives (credentials in the URL play no part)."""
+    public, _ = split_credentials(url)
+    parts = urllib.parse.urlsplit(public)
     segments = [urllib.parse.unquote(s) for s in parts.path.split("/") if s]
     if not segments or not segments[-1].lower().endswith(".gguf"):
-        raise ModelNotFoundError(f"{url}: `llmchat pull` takes the URL of a .gguf file")
+        raise ModelNotFoundError(f"{public}: `llmchat pull` takes the URL of a .gguf file")
     if any(s in (".", "..") or "/" in s or os.sep in s or "\0" in s for s in segments):
-        raise ModelNotFoundError(f"{url}: the path cannot be mirrored safely into the model cache")
-    return models.joinpath("url", parts.netloc.replace(":", "_"), *segments)
+        raise ModelNotFoundError(f"{public}: the path cannot be mirrored safely into the model cache")
+    return models.joinpath("url", host_and_port(parts).replace(":", "_"), *segments)
 
 
 def cached_files(url: str, models: Path) -> list[Path]:

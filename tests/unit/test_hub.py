@@ -6,11 +6,14 @@ Each test gets its own Hugging Face cache (HF_HOME) and llmchat home, so nothing
 """
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import os
 import subprocess
 import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import numpy as np
@@ -358,6 +361,47 @@ def test_pull_url_errors(hub, home) -> None:
     env = env_for(hub, home)
     assert "takes the URL of a .gguf file" in error_line(llmchat("pull", f"{hub.url}/org/tiny-GGUF/resolve/main/README.md", env=env))
     assert "HTTP 404" in error_line(llmchat("pull", f"{hub.url}/org/tiny-GGUF/resolve/main/none.gguf", env=env))
+    for url in ("http://../x.gguf", "http://host:port/x.gguf", "https:///x.gguf"):
+        assert "not an http(s) URL with a valid host name" in error_line(llmchat("pull", url, env=env))
+    (home / "passwd").write_text("root:x:0:0:root:/root:/bin/bash\n")
+    assert "not a GGUF file" in error_line(llmchat("pull", str(home / "passwd"), env=env))
+
+
+def test_pull_url_credentials_are_basic_auth_for_that_host_only(hub, home, files) -> None:
+    env = env_for(hub, home)
+    host = hub.url.removeprefix("http://")
+    url = f"http://me:s%40cret@{host}/org/tiny-GGUF/resolve/main/tiny-Q8_0.gguf"  # the hub redirects to its CDN
+    pulled = llmchat("pull", url, env=env)
+    path = Path(ok(pulled).strip())
+    assert path.read_bytes() == files["tiny-Q8_0.gguf"]
+    assert path == home / "llmchat" / "models" / "url" / host.replace(":", "_") / "org/tiny-GGUF/resolve/main/tiny-Q8_0.gguf"
+    assert "cret" not in pulled.stdout + pulled.stderr
+    assert {r.authorization for r in hub.log("hub")} == {"Basic " + base64.b64encode(b"me:s@cret").decode()}
+    assert {r.authorization for r in hub.log("cdn")} == {None}
+    failed = error_line(llmchat("pull", url.replace("tiny-Q8_0", "none"), env=env))
+    assert "HTTP 404" in failed and "cret" not in failed and "me:" not in failed
+
+
+def test_a_hub_endpoint_that_answers_html_is_one_error_line(home) -> None:
+    class Portal(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = b"<html><body>Sign in to the network</body></html>"
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Portal)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        env = env_for(None, home, HF_ENDPOINT=f"http://127.0.0.1:{server.server_port}")
+        assert "did not answer as a Hugging Face hub does" in error_line(llmchat("pull", "hf.co/org/repo", env=env))
+    finally:
+        server.shutdown()
 
 
 # --- the server -----------------------------------------------------------------------------------------------------
