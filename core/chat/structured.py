@@ -60,6 +60,9 @@ def response_grammar(tokenizer: Tokenizer, response_format: Any = None, *, gramm
         if getattr(exc, "param", None) is None:
             exc.param = given[0]
         raise
+    except UnicodeEncodeError:  # JSON may carry a lone surrogate (\ud800), which no reply's UTF-8 can hold
+        raise FieldError(f"`{given[0]}` holds text that is not valid Unicode (a lone surrogate code point)",
+                         given[0]) from None
 
 
 def parse_grammar(gbnf: str, tokenizer: Tokenizer) -> Grammar:

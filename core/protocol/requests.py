@@ -155,7 +155,8 @@ def token_bias(logit_bias: Any, vocab_size: int) -> dict[int, float] | None:
     bounds = RANGES["logit_bias"]
     bias = {}
     for key, value in logit_bias.items():
-        if not isinstance(key, str) or not key.isascii() or not key.isdigit() or not 0 <= int(key) < vocab_size:
+        if (not isinstance(key, str) or not key.isascii() or not key.isdigit() or len(key) > len(str(vocab_size))
+                or not int(key) < vocab_size):  # the length first: Python refuses int() of 4,300+ digits
             raise FieldError(f"logit_bias key {str(key)[:40]!r} is not a token id of this model "
                              f"(0..{vocab_size - 1})", "logit_bias")
         if not _is_number(value) or value not in bounds:

@@ -116,6 +116,13 @@ def test_template_kwargs_cannot_replace_the_templates_own_variables(setup, kwarg
     assert error["param"] == "chat_template_kwargs" and next(iter(kwargs)) in error["message"]
 
 
+@pytest.mark.parametrize("field,value", [("grammar", 'root ::= "\ud800"'), ("logit_bias", {"9" * 5000: 1})])
+def test_bad_text_is_blamed_on_its_field(setup, field, value):
+    client, _ = setup
+    error = assert_json_error(post(client, "/v1/chat/completions", chat(**{field: value})), 400)
+    assert error["param"] == field and "Exceeds the limit" not in error["message"]
+
+
 def test_ints_are_still_floats(setup):
     client, _ = setup
     assert post(client, "/v1/chat/completions", chat(temperature=0, top_p=1, presence_penalty=0)).status_code == 200

@@ -128,6 +128,8 @@ def test_logit_bias_keys_become_token_ids():
     ({"-1": 1}, "is not a token id"),
     ({"x": 1}, "'x' is not a token id"),
     ({"²": 1}, "is not a token id"),  # a Unicode digit is no token id
+    ({"9" * 5000: 1}, "'" + "9" * 40 + "' is not a token id"),  # more digits than Python's int() takes
+    ({"0" * 5000 + "3": 1}, "is not a token id"),
     ({"3": 101}, "in [-100, 100]; token 3 has 101"),
     ({"3": True}, "token 3 has True"),
     ({"3": "1"}, "token 3 has '1'"),
