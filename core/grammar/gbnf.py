@@ -26,6 +26,7 @@ from . import utf8
 Item = tuple  # ("b", int) | ("t", int) | ("r", str)
 MAX_REPEAT = 10000
 MAX_ITEMS = 2_000_000  # bytes of literals and copies made by repetition, all rules together
+MAX_GROUP_DEPTH = 100  # parentheses inside parentheses; the parser reads each level with a few Python frames
 
 _ESCAPES = {"t": 9, "r": 13, "n": 10, "\\": 92, '"': 34, "[": 91, "]": 93, "-": 45}
 _HEX_LEN = {"x": 2, "u": 4, "U": 8}
@@ -63,6 +64,7 @@ class _Parser:
         self.counter = 0
         self.items = 0
         self.class_rules: dict[tuple, str] = {}
+        self.depth = 0  # of the parenthesised groups being read
 
     # -------------------------------------------------------------------------------------------- helpers
     def error(self, message: str, pos: int, rule: str | None = None) -> GrammarError:
@@ -230,7 +232,11 @@ class _Parser:
                 seq.append(("r", name))
                 pos = self.space(end, nested)
             elif ch == "(":
+                self.depth += 1
+                if self.depth > MAX_GROUP_DEPTH:  # refused before Python's own recursion limit is near
+                    raise self.error(f"groups nest more than {MAX_GROUP_DEPTH} deep", pos, rule)
                 alts, pos = self.alternatives(self.space(pos + 1, True), rule, True)
+                self.depth -= 1
                 if self.peek(pos) != ")":
                     raise self.error(f"expected ')' to close the group opened at {location(self.text, start)}, "
                                      f"found {self._found(pos)}", pos, rule)

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import functools
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from ..errors import GrammarError
 from .gbnf import ParsedGrammar, parse as parse_gbnf
@@ -19,6 +20,7 @@ from .matcher import Matcher, State
 
 END, BYTES, TOKEN, REF = 0, 1, 2, 3
 MAX_STACKS = 4096          # parse stacks in one state: more means an ambiguous grammar about to blow up
+MAX_NESTING = 1024         # rules open at once before a terminal: a parse stack's depth when it is expanded
 MAX_STATES = 20_000        # interned states per grammar before the table starts afresh (~2.5 kB each)
 _CACHE_SIZE = 64           # compiled grammars kept by Grammar.parse
 
@@ -96,47 +98,63 @@ class Grammar:
 
     # ----------------------------------------------------------------------------------------------- engine
     def closure(self, p: int) -> tuple[tuple[tuple[int, ...], ...], bool]:
-        """(stack suffixes reaching a terminal from p, whether p can reach the end of its alternative)."""
-        c = self._closures[p]
-        if c is not None:
-            return c
-        try:
-            c = self._closure(p)
-        except RecursionError:
-            raise GrammarError(f"grammar: rules nest too deeply to expand (at rule '{_user_name(self._names[p])}')"
-                               ) from None
-        return c
+        """(stack suffixes reaching a terminal from p, whether p can reach the end of its alternative).
 
-    def _closure(self, p: int) -> tuple[tuple[tuple[int, ...], ...], bool]:
-        c = self._closures[p]
-        if c is not None:
-            return c
-        k = self._kind[p]
-        if k == END:
-            c = ((), True)
-        elif k != REF:
-            c = (((p,),), False)
-        else:
-            cont = p + 1
-            tail = self._kind[cont] == END
-            found: dict[tuple[int, ...], None] = {}
-            through = False
-            for a in self._alts[self._arg[p]]:
-                sufs, ends = self._closure(a)
-                if tail:
-                    found.update(dict.fromkeys(sufs))
-                else:
-                    found.update(dict.fromkeys((cont,) + s for s in sufs))
-                through = through or ends
-            ends = False
-            if through:
-                sufs, ends = self._closure(cont)
+        Worked out without recursion (a chain of rules can be thousands long): positions wait on a list until the
+        closures they are made of are known. `_check` has refused left recursion, so the waiting never cycles."""
+        done = self._closures
+        if done[p] is not None:
+            return done[p]
+        kind, alts, arg = self._kind, self._alts, self._arg
+        waiting = [p]
+        while waiting:
+            q = waiting[-1]
+            if done[q] is not None:
+                waiting.pop()
+                continue
+            k = kind[q]
+            if k == END:
+                done[q] = ((), True)
+            elif k != REF:
+                done[q] = (((q,),), False)
+            else:
+                firsts = alts[arg[q]]
+                unknown = [a for a in firsts if done[a] is None]
+                cont = q + 1
+                through = not unknown and any(done[a][1] for a in firsts)
+                if through and done[cont] is None:
+                    unknown.append(cont)
+                if unknown:
+                    if len(waiting) > len(kind):
+                        raise GrammarError("grammar: rules refer to each other without end")  # _check's to stop
+                    waiting.extend(unknown)
+                    continue
+                done[q] = self._expand(q, through)
+            waiting.pop()
+        return done[p]
+
+    def _expand(self, p: int, through: bool) -> tuple[tuple[tuple[int, ...], ...], bool]:
+        """The closure of the reference at p, from the known closures of its rule's alternatives (and of what
+        follows p, when the rule can match nothing)."""
+        cont = p + 1
+        tail = self._kind[cont] == END
+        found: dict[tuple[int, ...], None] = {}
+        for a in self._alts[self._arg[p]]:
+            sufs = self._closures[a][0]
+            if tail:
                 found.update(dict.fromkeys(sufs))
-            if len(found) > MAX_STACKS:
-                raise self._too_ambiguous(len(found), p)
-            c = (tuple(found), ends)
-        self._closures[p] = c
-        return c
+            else:
+                if sufs and len(sufs[0]) >= MAX_NESTING:
+                    raise GrammarError(f"grammar: rules nest more than {MAX_NESTING} deep before any input "
+                                       f"(at rule '{_user_name(self._names[p])}')")
+                found.update(dict.fromkeys((cont,) + s for s in sufs))
+        ends = False
+        if through:
+            sufs, ends = self._closures[cont]
+            found.update(dict.fromkeys(sufs))
+        if len(found) > MAX_STACKS:
+            raise self._too_ambiguous(len(found), p)
+        return tuple(found), ends
 
     def step(self, stack: tuple[int, ...], out: set) -> None:
         """Add to `out` the stacks that follow `stack` once its top terminal has matched."""
@@ -208,28 +226,45 @@ def _item_ok(item: tuple, productive: set[str]) -> bool:
 
 
 def _productive(rules: Mapping[str, list[list[tuple]]]) -> set[str]:
-    """Rules that can derive at least one finite symbol string."""
-    done: set[str] = set()
-    changed = True
-    while changed:
-        changed = False
-        for name, alts in rules.items():
-            if name not in done and any(all(_item_ok(it, done) for it in alt) for alt in alts):
-                done.add(name)
-                changed = True
-    return done
+    """Rules that can derive at least one finite symbol string (an empty byte class `[]` matches nothing)."""
+    return _derivable(rules, lambda tag, value: tag == "t" or value != 0)
 
 
 def _nullable(rules: Mapping[str, list[list[tuple]]]) -> set[str]:
-    done: set[str] = set()
-    changed = True
-    while changed:
-        changed = False
-        for name, alts in rules.items():
-            if name not in done and any(all(it[0] == "r" and it[1] in done for it in alt) for alt in alts):
-                done.add(name)
-                changed = True
-    return done
+    """Rules that can match without consuming input."""
+    return _derivable(rules, lambda tag, value: False)
+
+
+def _derivable(rules: Mapping[str, list[list[tuple]]], terminal: Callable[[str, Any], bool]) -> set[str]:
+    """Rules with an alternative whose every item is a terminal that `terminal` accepts or a rule found so far.
+
+    A worklist, linear in the grammar's size: each alternative counts the references it still waits on, and a
+    rule that is found releases the alternatives waiting on it. (Sweeping the rules until nothing changes is
+    quadratic on a long chain of rules.)"""
+    waiting: dict[str, list[tuple[str, int]]] = {}
+    missing: dict[tuple[str, int], int] = {}
+    found: set[str] = set()
+    ready: list[str] = []
+    for name, alts in rules.items():
+        for index, alt in enumerate(alts):
+            refs = [value for tag, value in alt if tag == "r"]
+            if len(refs) < len(alt) and not all(terminal(tag, value) for tag, value in alt if tag != "r"):
+                continue
+            missing[name, index] = len(refs)
+            for ref in refs:
+                waiting.setdefault(ref, []).append((name, index))
+            if not refs:
+                ready.append(name)
+    while ready:
+        name = ready.pop()
+        if name in found:
+            continue
+        found.add(name)
+        for alt in waiting.get(name, ()):
+            missing[alt] -= 1
+            if missing[alt] == 0:
+                ready.append(alt[0])
+    return found
 
 
 def _check(parsed: ParsedGrammar, root: str) -> None:

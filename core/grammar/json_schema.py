@@ -18,8 +18,8 @@ import re
 from ..errors import GrammarError, UnsupportedSchemaError
 from .json_text import FORMATS, MAX_INT, RESERVED, Rules, int_range, number_range, repeat, string_except, string_literal
 from .regex import MAX_REPEAT, emit, literal, parse_regex
-from .schema_document import (ANNOTATIONS, CONTAINERS, NO_OP_VALUES, TYPE_KEYWORDS, TYPES, UNSUPPORTED, SchemaDocument,
-                              pointer, types_match)
+from .schema_document import (ANNOTATIONS, CONTAINERS, MAX_DEPTH, NO_OP_VALUES, TYPE_KEYWORDS, TYPES, UNSUPPORTED,
+                              SchemaDocument, pointer, types_match)
 
 
 class _Converter(SchemaDocument):
@@ -30,6 +30,7 @@ class _Converter(SchemaDocument):
         self.r = rules
         self.prefix = prefix
         self.refs: dict[str, str] = {}
+        self.depth = 0  # of the subschemas being visited
 
     def hint(self, suffix: str) -> str:
         return f"{self.prefix}-{suffix}" if self.prefix and suffix else (self.prefix or suffix or "value")
@@ -56,6 +57,15 @@ class _Converter(SchemaDocument):
 
     def visit(self, schema, path: str, hint: str) -> str:
         """A GBNF expression for documents of `schema`."""
+        self.depth += 1
+        try:
+            if self.depth > MAX_DEPTH:  # refused well before Python's recursion limit, at the path where it is
+                raise self.fail(path, f"schemas nest more than {MAX_DEPTH} deep (subschemas and $ref chains)")
+            return self._visit(schema, path, hint)
+        finally:
+            self.depth -= 1
+
+    def _visit(self, schema, path: str, hint: str) -> str:
         if schema is True:
             return self.r.primitive("value")
         if schema is False:
@@ -379,30 +389,28 @@ class _Converter(SchemaDocument):
             key = self.r.add(f"{hint}-additional-key", string_except(names, self.r)) if names \
                 else self.r.primitive("string")
             extra_kv = self.r.add(f"{hint}-additional-kv", f'{key} {ws} ":" {ws} {value}')
-        # rest(i): properties i.. after at least one was written; each starts with a comma
-        rest_parts = []
-        for i, name in enumerate(names):
-            piece = f'"," {ws} {kvs[name]}'
-            rest_parts.append(piece if req[i] else f"({piece})?")
+        # rest[i]: properties i.. after at least one was written, each starting with a comma; first[i]: the
+        # members when the first one written is at index >= i. Both are built from the end, each naming the next
+        # as a rule, so that the grammar grows linearly with the properties and nothing recurses.
         extra_tail = f'("," {ws} {extra_kv})*' if extra_kv else ""
+        rest = [""] * len(names) + [extra_tail]
+        first: list[str | None] = [None] * len(names) + [f"{extra_kv} {extra_tail}" if extra_kv else None]
+        for i in range(len(names) - 1, -1, -1):
+            piece = f'"," {ws} {kvs[names[i]]}'
+            piece = piece if req[i] else f"({piece})?"
+            after = rest[i + 1]
+            if after and " " in after and i + 1 < len(names):
+                after = self.r.add(f"{hint}-rest-{i + 1}", after)
+            rest[i] = f"{piece} {after}".strip()
+            here = f"{kvs[names[i]]} {after}".strip()
+            later = first[i + 1]
+            if req[i] or later is None:
+                first[i] = here
+            else:
+                later_rule = self.r.add(f"{hint}-from-{i + 1}", later) if i + 1 < len(names) else f"({later})"
+                first[i] = f"{here} | {later_rule}"
 
-        def rest(i: int) -> str:
-            return " ".join(rest_parts[i:] + ([extra_tail] if extra_tail else []))
-
-        # first(i): the first written property is at index >= i
-        def first(i: int) -> str | None:
-            if i == len(names):
-                return f"{extra_kv} {extra_tail}" if extra_kv else None
-            here = f"{kvs[names[i]]} {rest(i + 1)}".strip()
-            if req[i]:
-                return here
-            later = first(i + 1)
-            if later is None:
-                return here
-            later_rule = self.r.add(f"{hint}-from-{i + 1}", later) if i + 1 < len(names) else f"({later})"
-            return f"{here} | {later_rule}"
-
-        body = first(0)
+        body = first[0]
         if body is None:
             return f'"{{" {ws} "}}"'
         inner = self.r.add(f"{hint}-members", body) if "|" in body else body

@@ -14,6 +14,8 @@ ANNOTATIONS = {
     "contentEncoding", "example", "externalDocs", "xml",
 }
 CONTAINERS = {"$defs", "definitions"}
+# Subschemas inside subschemas (and $ref chains): deeper is refused, well before Python's recursion limit.
+MAX_DEPTH = 64
 # Keywords that constrain documents and that this converter does not enforce.
 UNSUPPORTED = {
     "multipleOf", "contains", "minContains", "maxContains", "patternProperties", "propertyNames",
@@ -98,7 +100,9 @@ class SchemaDocument:
         """One schema equivalent to all of `parts` (refs resolved one level), or refuse what cannot merge."""
         flat: list[dict] = []
 
-        def add(part, where: str) -> None:
+        def add(part, where: str, depth: int = 0) -> None:
+            if depth > MAX_DEPTH:
+                raise self.fail(where, f"allOf and $ref nest more than {MAX_DEPTH} deep")
             if part is True:
                 return
             if part is False:
@@ -113,12 +117,12 @@ class SchemaDocument:
                     return
                 self.inlining.append(ref)
                 try:
-                    add(self.resolve(ref, pointer(where, "$ref")), ref[1:])
+                    add(self.resolve(ref, pointer(where, "$ref")), ref[1:], depth + 1)
                 finally:
                     self.inlining.pop()
             if "allOf" in part:
                 for i, p in enumerate(part.pop("allOf")):
-                    add(p, pointer(pointer(where, "allOf"), i))
+                    add(p, pointer(pointer(where, "allOf"), i), depth + 1)
             flat.append(part)
 
         for i, p in enumerate(parts):

@@ -123,6 +123,17 @@ def test_bad_text_is_blamed_on_its_field(setup, field, value):
     assert error["param"] == field and "Exceeds the limit" not in error["message"]
 
 
+@pytest.mark.parametrize("field,value", [
+    ("response_format", {"type": "json_schema", "json_schema": {"name": "deep", "schema": json.loads(
+        '{"type": "array", "items": ' * 300 + "{}" + "}" * 300)}}),
+    ("grammar", "root ::= " + "(" * 3000 + '"a"' + ")" * 3000),
+])
+def test_deep_structures_are_a_400_naming_the_field(setup, field, value):
+    client, _ = setup
+    error = assert_json_error(post(client, "/v1/chat/completions", chat(**{field: value})), 400)
+    assert error["param"] == field and "nest more than" in error["message"]
+
+
 def test_ints_are_still_floats(setup):
     client, _ = setup
     assert post(client, "/v1/chat/completions", chat(temperature=0, top_p=1, presence_penalty=0)).status_code == 200
