@@ -157,13 +157,18 @@ def _generations(request: Request, prompts: list[list[int]], budgets: list[int],
 async def prepare_chat(body: ChatCompletionRequest, model: ModelInfo) -> Prepared:
     request, fields = _read(body, model)
     messages = fields["messages"]
-    _check_text_length([t for m in body.messages for t in _texts(m.content)], model, "messages")
+    texts = [t for m in body.messages for t in _texts(m.content)]
+    _check_text_length(texts, model, "messages")
+    if fields.get("tools"):  # described in the prompt, and compiled into the reply's grammar: both cost their size
+        _check_text_length([*texts, json.dumps(fields["tools"], separators=(",", ":"))], model, "tools")
     chat_fields = request.chat_fields()
     try:
         setup = await _encode(lambda m: model.prepare_chat(m, **chat_fields), messages, "messages")
     except (FieldError, GrammarError) as exc:
         raise _structure_error(exc, "tools" if body.tools and body.response_format is None else "response_format"
                                ) from None
+    # What the template made of them (a template may add much text of its own) is bounded too before tokenizing.
+    _check_text_length([setup.prompt], model, "messages")
     ids = await _encode(model.encode_chat, setup.prompt, "messages")
     if not ids:
         raise APIError(400, "the messages render to an empty prompt", param="messages")

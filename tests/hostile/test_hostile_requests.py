@@ -193,6 +193,29 @@ def test_long_prompt_is_refused_without_tokenizing_it_all(setup, monkeypatch):
     assert error["code"] == "context_length_exceeded" and calls == []
 
 
+def test_large_tools_are_refused_before_any_work(setup, monkeypatch):
+    client, llm = setup
+    calls = []
+    monkeypatch.setattr(llm.tokenizer, "encode", lambda text, **k: calls.append(len(text)) or [1] * len(text))
+    tools = [{"type": "function", "function": {"name": f"f{i}", "description": "does a thing " * 200,
+                                               "parameters": {"type": "object"}}} for i in range(300)]
+    error = assert_json_error(post(client, "/v1/chat/completions", chat(tools=tools)), 400)
+    assert error["code"] == "context_length_exceeded" and error["param"] == "tools" and calls == []
+
+
+def test_a_template_that_writes_a_long_prompt_is_refused_before_tokenizing(setup, monkeypatch):
+    client, llm = setup
+    from llmchat.chat.template import ChatTemplate
+    calls = []
+    monkeypatch.setattr(llm.tokenizer, "encode", lambda text, **k: calls.append(len(text)) or [1] * len(text))
+    llm.template = ChatTemplate("{% for i in range(2000) %}{{ 'padding ' * 100 }}{% endfor %}")
+    try:
+        error = assert_json_error(post(client, "/v1/chat/completions", chat()), 400)
+    finally:
+        del llm.template
+    assert error["code"] == "context_length_exceeded" and calls == []
+
+
 def test_unexpected_errors_are_json_500(setup):
     client, _ = setup
     error = assert_json_error(client.get("/v1/test-crash"), 500)
