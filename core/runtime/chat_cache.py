@@ -7,10 +7,12 @@ difference between seconds and a blink (`LLM.save_chat` / `LLM.restore_chat`; th
 
 Layout of the file (little-endian), at fixed offsets so that a later save writes only what changed:
 
-    0              magic b"LLMCKV01"
+    0              magic b"LLMCKV02"
     8              u32 length of the JSON header, then the header: {model, dtype, block_bytes, state_bytes,
                    capacity, n}, padded to HEADER_BYTES
     HEADER_BYTES   capacity u32 token ids; the first n are the positions held
+    then           ceil(capacity / BLOCK_TOKENS) + 1 u32 CRC-32s: one per block (over its token ids and its bytes),
+                   then one over the state
     then           state_bytes of per-sequence state (recurrent and convolution layers; none for plain attention)
     then           ceil(n / BLOCK_TOKENS) blocks of block_bytes: each every layer's K then V rows for its positions
                    (KVCache.read_blocks)
@@ -22,6 +24,10 @@ sha256). A file made by another model, cache type or llmchat layout is refused, 
 A save first writes the header with n cut to the positions that stay valid, then the new token ids, blocks and
 state, then the header with the new n: a save cut short leaves a file that holds a shorter prefix, or nothing,
 but never positions that disagree with their tokens.
+
+A file is read back only whole and sound: every block's and the state's checksum must match (a flipped bit in
+storage, a half-synced copy) and every value must be finite (the model's arithmetic never stores NaN or
+infinity), so that a damaged file is refused with ChatCacheError instead of steering the next turn.
 """
 from __future__ import annotations
 
@@ -29,16 +35,20 @@ import hashlib
 import json
 import os
 import struct
+import zlib
 from array import array
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Protocol
 
+import numpy as np
+
 from ..errors import LLMChatError
 from ..gpu.kvlayout import BLOCK_TOKENS, blocks_for
 from .kv_cache import KVCache, common_prefix
 
-MAGIC = b"LLMCKV01"
+MAGIC = b"LLMCKV02"
+EARLIER_MAGICS = (b"LLMCKV01",)
 HEADER_BYTES = 4096
 
 
@@ -60,7 +70,11 @@ class LocalFile:
 
     def __init__(self, path: str | os.PathLike, writable: bool) -> None:
         self.path = Path(path)
-        self._f = open(self.path, "r+b" if self.path.exists() or not writable else "w+b")
+        try:
+            self._f = open(self.path, "r+b" if self.path.exists() or not writable else "w+b")
+        except OSError as e:
+            what = "save the conversation in" if writable else "restore a conversation from"
+            raise ChatCacheError(f"cannot {what} {self.path}: {e.strerror or e}") from None
 
     def size(self) -> int:
         return os.fstat(self._f.fileno()).st_size
@@ -107,8 +121,12 @@ class Layout:
     n: int = 0
 
     @property
-    def state_at(self) -> int:
+    def checks_at(self) -> int:
         return HEADER_BYTES + 4 * self.capacity
+
+    @property
+    def state_at(self) -> int:
+        return self.checks_at + 4 * (blocks_for(self.capacity) + 1)
 
     @property
     def blocks_at(self) -> int:
@@ -132,6 +150,9 @@ def read_layout(file: ChatFile) -> Layout:
     if size == 0:
         raise ChatCacheError("the file is empty (no conversation was saved in it)")
     head = file.read(0, HEADER_BYTES)
+    if head[:8] in EARLIER_MAGICS:
+        raise ChatCacheError("the file was saved by an earlier llmchat, in a layout this one does not read (the "
+                             "next save writes it anew)")
     if len(head) < 12 or head[:8] != MAGIC:
         raise ChatCacheError("the file is not a saved conversation cache (wrong magic bytes)")
     (length,) = struct.unpack_from("<I", head, 8)
@@ -196,12 +217,17 @@ def save(kv: KVCache, slot: int | None, tokens: list[int], file: ChatFile, model
     except ChatCacheError:
         layout, common, stale = _expected(kv, model, max(n, kv.max_context)), 0, 0
         file.write(0, layout.header(0))
+    stale_checks = blocks_for(n + stale) - blocks_for(n)
     first = common // BLOCK_TOKENS
     file.write(HEADER_BYTES + 4 * common, array("I", tokens[common:n]).tobytes() + bytes(4 * stale))
-    if layout.state_bytes and n:
-        file.write(layout.state_at, kv.read_state(slot))
+    state = kv.read_state(slot) if layout.state_bytes and n else b""
+    if state:
+        file.write(layout.state_at, state)
     blocks = kv.read_blocks(slot, first, blocks_for(n)) if n else b""
     file.write(layout.blocks_at + first * layout.block_bytes, blocks)
+    checks = _block_checks(tokens[:n], blocks, layout.block_bytes, first)
+    file.write(layout.checks_at + 4 * first, array("I", checks).tobytes() + bytes(4 * stale_checks))
+    file.write(layout.checks_at + 4 * blocks_for(layout.capacity), struct.pack("<I", zlib.crc32(state)))
     file.truncate(layout.end(n))
     file.write(0, layout.header(n))
     return Saved(n, n - first * BLOCK_TOKENS if n else 0, layout.end(n))
@@ -233,7 +259,31 @@ def read(kv: KVCache, file: ChatFile, model: str) -> Conversation:
     state = file.read(layout.state_at, layout.state_bytes)
     if len(blocks) != blocks_for(n) * layout.block_bytes or len(state) != layout.state_bytes:
         raise ChatCacheError("the saved conversation cache is cut short")
+    checks = array("I")
+    checks.frombytes(file.read(layout.checks_at, 4 * blocks_for(n)))
+    bad = [i for i, (want, got) in enumerate(zip(checks, _block_checks(tokens, blocks, layout.block_bytes)))
+           if want != got]
+    if len(checks) != blocks_for(n) or bad:
+        raise ChatCacheError(f"the saved conversation cache is damaged: block {bad[0] if bad else len(checks)} of "
+                             f"{blocks_for(n)} does not match its checksum")
+    (state_check,) = struct.unpack("<I", file.read(layout.checks_at + 4 * blocks_for(layout.capacity), 4))
+    if state_check != zlib.crc32(state):
+        raise ChatCacheError("the saved conversation cache is damaged: its state does not match its checksum")
+    for name, data, dtype in (("K and V rows", blocks, np.float16 if layout.dtype == "f16" else np.float32),
+                              ("state", state, np.float32)):
+        values = np.frombuffer(data, dtype=dtype)
+        if not np.isfinite(values).all():
+            raise ChatCacheError(f"the saved conversation cache holds {np.count_nonzero(~np.isfinite(values))} "
+                                 f"values in its {name} that are not finite numbers")
     return Conversation(tokens, blocks, state)
+
+
+def _block_checks(tokens: list[int], blocks: bytes, block_bytes: int, first: int = 0) -> list[int]:
+    """The CRC-32 of each block from `first` on, over its positions' token ids and its bytes."""
+    view = memoryview(blocks)
+    return [zlib.crc32(view[j * block_bytes:(j + 1) * block_bytes],
+                       zlib.crc32(array("I", tokens[b * BLOCK_TOKENS:(b + 1) * BLOCK_TOKENS]).tobytes()))
+            for j, b in enumerate(range(first, first + len(blocks) // block_bytes))]
 
 
 def place(kv: KVCache, conversation: Conversation) -> int | None:

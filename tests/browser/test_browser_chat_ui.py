@@ -253,7 +253,7 @@ def test_reload_restores_the_kv_cache_and_edit_and_regenerate_reuse_it(launch_pr
                 const dir = await (await navigator.storage.getDirectory()).getDirectoryHandle("llmchat-chats");
                 for await (const [name] of dir.entries()) {
                     const file = await (await dir.getFileHandle(name)).createWritable();
-                    await file.write(new TextEncoder().encode("LLMCKV01 but nothing else"));
+                    await file.write(new TextEncoder().encode("LLMCKV02 but nothing else"));
                     await file.close();
                 }
             }""")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import struct
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +17,7 @@ from test_hybrid import PARAMS as HYBRID_PARAMS
 
 from llmchat.runtime import chat_cache
 from llmchat.api import LLM
+from llmchat.gpu.kvlayout import BLOCK_TOKENS
 from llmchat.runtime.chat_cache import HEADER_BYTES, ChatCacheError
 
 FIRST = [{"role": "user", "content": "hello there, how are the bees doing this fine morning?"}]
@@ -104,6 +106,24 @@ def test_files_that_do_not_fit_are_refused_and_the_conversation_kept(adapter_gpu
         text = json.dumps(fields).encode()
         return (data[:8] + struct.pack("<I", len(text)) + text).ljust(HEADER_BYTES, b"\0") + data[HEADER_BYTES:]
 
+    with chat_cache.LocalFile(good, writable=False) as file:
+        layout = chat_cache.read_layout(file)
+
+    def flipped(offset: int) -> bytes:
+        return data[:offset] + bytes([data[offset] ^ 0x10]) + data[offset + 1:]
+
+    def not_finite() -> bytes:
+        # NaN in the first block, with the block's checksum made to match (as a hostile file would).
+        nan = np.array([np.nan], dtype=np.float16 if layout.dtype == "f16" else np.float32).tobytes()
+        block = bytearray(data[layout.blocks_at:layout.blocks_at + layout.block_bytes])
+        block[:len(nan)] = nan
+        ids = data[HEADER_BYTES:HEADER_BYTES + 4 * min(layout.n, BLOCK_TOKENS)]
+        check = struct.pack("<I", zlib.crc32(bytes(block), zlib.crc32(ids)))
+        out = bytearray(data)
+        out[layout.blocks_at:layout.blocks_at + layout.block_bytes] = block
+        out[layout.checks_at:layout.checks_at + 4] = check
+        return bytes(out)
+
     cases = {
         "empty": (damaged("empty.kv", b""), "empty"),
         "not ours": (damaged("text.kv", b"GGUF" + bytes(5000)), "magic"),
@@ -113,6 +133,12 @@ def test_files_that_do_not_fit_are_refused_and_the_conversation_kept(adapter_gpu
         "n past capacity": (damaged("n.kv", header(n=10 ** 6)), "damaged"),
         "negative size": (damaged("neg.kv", header(block_bytes=-4)), "damaged"),
         "another identity": (good, "another model"),
+        "earlier layout": (damaged("v1.kv", b"LLMCKV01" + data[8:]), "earlier llmchat"),
+        "a flipped bit in a block": (damaged("bit.kv", flipped(layout.blocks_at + 3)), "block 0 of .* checksum"),
+        "a flipped token id": (damaged("id.kv", flipped(HEADER_BYTES + 4 * 2)), "block 0 of .* checksum"),
+        "NaN in a block": (damaged("nan.kv", not_finite()), "not finite"),
+        "a directory": (tmp_path, "cannot restore a conversation from"),
+        "a missing file": (tmp_path / "none.kv", "cannot restore a conversation from"),
     }
     for name, (file, words) in cases.items():
         with pytest.raises(ChatCacheError, match=words):
