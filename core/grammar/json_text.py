@@ -55,6 +55,10 @@ class Rules:
 
     def __init__(self) -> None:
         self.rules: dict[str, str] = {}
+        # Names are found without probing one by one (thousands of hints can normalise to one name): the rule
+        # made for each (name, body), and the next free suffix of each name.
+        self._made: dict[tuple[str, str], str] = {}
+        self._next: dict[str, int] = {}
 
     def primitive(self, name: str) -> str:
         if name not in self.rules:
@@ -67,11 +71,17 @@ class Rules:
         name = re.sub(r"[^a-zA-Z0-9-]+", "-", hint).strip("-") or "schema"
         if name in RESERVED:
             name += "-"
-        candidate, i = name, 0
-        while candidate in self.rules and self.rules[candidate] != body:
+        made = self._made.get((name, body))
+        if made is not None and self.rules.get(made) == body:
+            return made
+        i = self._next.get(name, 0)
+        candidate = f"{name}{i}" if i else name
+        while candidate in self.rules:
             i += 1
             candidate = f"{name}{i}"
+        self._next[name] = i + 1
         self.rules[candidate] = body
+        self._made[name, body] = candidate
         return candidate
 
     def reserve(self, hint: str, key: str) -> str:
@@ -129,6 +139,9 @@ def _u_escapes(cp: int) -> str:
     return '"\\\\u" ' + _hex_gbnf(f"{hi:04x}") + ' "\\\\u" ' + _hex_gbnf(f"{lo:04x}")
 
 
+NEST_LEVELS = 32  # levels of string_except's trie written as nested groups before one becomes a rule
+
+
 def string_except(names: list[str], rules: Rules) -> str:
     """A JSON string whose content is none of `names` (as written raw): a trie of the names that the string may
     leave at any point. An escape spelling of a name (\\u0061 for "a") is not excluded."""
@@ -139,18 +152,31 @@ def string_except(names: list[str], rules: Rules) -> str:
         for ch in json.dumps(n, ensure_ascii=False)[1:-1]:
             node = node.setdefault(ch, {})
         node[None] = True
-
-    def walk(node: dict) -> str:
+    # Each node's expression once its children's are known, without recursion (a name can be thousands of
+    # characters long). Each level nests one group in the next: every NEST_LEVELS levels become a rule of their
+    # own, which keeps the grammar's parentheses shallow.
+    order, pending = [], [trie]
+    while pending:
+        node = pending.pop()
+        order.append(node)
+        pending.extend(sub for ch, sub in node.items() if ch is not None)
+    expression: dict[int, str] = {}
+    height: dict[int, int] = {}
+    for node in reversed(order):
         children = [(ch, sub) for ch, sub in node.items() if ch is not None]
         if not children:
-            return f"{char}+"  # a whole name: at least one more character
-        alts = [f"{literal(ch)} {walk(sub)}" for ch, sub in children]
+            expression[id(node)], height[id(node)] = f"{char}+", 0  # a whole name: at least one more character
+            continue
+        alts = [f"{literal(ch)} {expression[id(sub)]}" for ch, sub in children]
         other = minus(JSON_RAW, tuple((ord(ch), ord(ch)) for ch, _ in children))
         alts.append(f'({char_class(other)} | "\\\\" (["\\\\/bfnrt] | "u" uescape)) {char}*')
         body = "(" + " | ".join(alts) + ")"
-        return body if None in node else body + "?"
-
-    return f'"\\"" {walk(trie)} "\\""'
+        body = body if None in node else body + "?"
+        level = 1 + max(height[id(sub)] for _, sub in children)
+        if level % NEST_LEVELS == 0:
+            body, level = rules.add("key-except", body), 0
+        expression[id(node)], height[id(node)] = body, level
+    return f'"\\"" {expression[id(trie)]} "\\""'
 
 
 # ---------------------------------------------------------------------------------------------------- numbers

@@ -285,7 +285,7 @@ def parse_regex(pattern: str) -> Regex:
 
 
 # ------------------------------------------------------------------------------------------------------ emitters
-_CLASS_SPECIAL = set('\\]-^"[')
+_CLASS_SPECIAL = set('\\]-"[')
 _LITERAL_SPECIAL = set('\\"')
 
 
@@ -293,6 +293,8 @@ def _gbnf_char(cp: int, special: set) -> str:
     ch = chr(cp)
     if ch in special:
         return "\\" + ch
+    if ch == "^" and special is _CLASS_SPECIAL:
+        return "\\x5E"  # a class's first `^` negates it, and GBNF (llama.cpp's too) has no `\^` escape
     if ch == "\n":
         return "\\n"
     if ch == "\t":

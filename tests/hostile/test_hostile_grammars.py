@@ -102,3 +102,32 @@ def test_many_optional_properties_make_a_grammar_linear_in_their_count() -> None
     assert accepts(grammar, "{}")
     assert not accepts(grammar, json.dumps({"p499": 2, "p3": 1}))  # declared order, as generation writes it
     assert not accepts(grammar, json.dumps({"p3": 1, "p3 ": 1}))
+
+
+def test_property_names_of_any_spelling_and_length_close_an_object() -> None:
+    long = "x" * 500
+    schema = {"type": "object", "properties": {long: {"type": "integer"}, "a^b": {"type": "integer"}},
+              "additionalProperties": {"type": "string"}}
+    with shallow_stack():
+        grammar = Grammar.parse(schema_to_gbnf(schema))
+    assert accepts(grammar, json.dumps({long: 1})) and not accepts(grammar, json.dumps({long: "s"}))
+    assert accepts(grammar, json.dumps({"x" * 499: "s"})) and accepts(grammar, json.dumps({"x" * 501: "s"}))
+    assert accepts(grammar, json.dumps({"a^b": 2, "z": "q"})) and not accepts(grammar, json.dumps({"a^b": "q"}))
+
+
+def test_rule_names_that_normalise_alike_are_found_without_probing_each() -> None:
+    from llmchat.grammar.json_text import Rules
+
+    class Counted(dict):
+        probes = 0
+
+        def __contains__(self, key) -> bool:
+            Counted.probes += 1
+            return super().__contains__(key)
+
+    rules = Rules()
+    rules.rules = Counted()
+    names = [rules.add(f"key{'!' * (i % 7)}{'?' * (i % 5)}", f'"{i}"') for i in range(5000)]
+    assert len(set(names)) == 5000
+    assert Counted.probes < 3 * 5000  # each name probed a few times, not once per name made before it
+    assert rules.add("key!", '"3"') == names[3]  # the same body under a like name is the same rule
