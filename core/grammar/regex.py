@@ -13,6 +13,7 @@ characters must be escaped inside the document).
 """
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -34,6 +35,8 @@ _REFUSED_ESCAPES = {
 }
 
 
+# Set operations are cached: a pattern's characters repeat a few small sets, and each operation normalizes.
+@functools.lru_cache(maxsize=4096)
 def _complement(ranges: Ranges) -> Ranges:
     return tuple(normalize(list(ranges), negate=True))
 
@@ -46,6 +49,7 @@ def minus(a: Ranges, b: Ranges) -> Ranges:
     return _intersect(a, _complement(b))
 
 
+@functools.lru_cache(maxsize=4096)
 def _intersect(a: Ranges, b: Ranges) -> Ranges:
     return _complement(_union(_complement(a), _complement(b))) if a and b else ()
 
@@ -394,20 +398,20 @@ def emit(node, json_string: bool) -> str:
         return inner + "{" + str(lo) + "," + ("" if hi is None else str(hi)) + "}"
     if isinstance(node, Seq):
         out: list[str] = []
-        run = ""
+        run: list[str] = []  # characters written as one literal
         for item in node.items:
             ch = _single(item)
             if ch is not None and (not json_string or JSON_RAW and _in(ord(ch), JSON_RAW)):
-                run += ch
+                run.append(ch)
                 continue
             if run:
-                out.append(literal(run))
-                run = ""
+                out.append(literal("".join(run)))
+                run = []
             text = emit(item, json_string)
             if text:
                 out.append(text)
         if run:
-            out.append(literal(run))
+            out.append(literal("".join(run)))
         return " ".join(out)
     raise GrammarError(f"internal: unknown regex node {node!r}")
 
