@@ -42,7 +42,7 @@ def matmul(rec: Recorder, w: Weight, x: Act, y: Act, *, y_offset: int = 0, mode:
     if mode == GLU and (len(w.parts) > 1 or bias is not None):
         raise ValueError(f"'{w.name}': a gated matmul takes one stacked [gate; up] weight in one binding, no bias")
     glu_rows = w.rows // 2 if mode == GLU else 0
-    t = tile or variants.variants(rec.device).matmul(x.rows, w.type.name)
+    t = tile or variants.variants(rec.device).matmul(x.rows, w.type.name, textures=w.store == "texture")
     if t.dot == "i8" and w.type not in variants.INT8_TYPES:
         raise ValueError(f"'{w.name}': int8 dot products take {sorted(q.name for q in variants.INT8_TYPES)} "
                          f"weights, not {w.type.name}")

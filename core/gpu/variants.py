@@ -156,19 +156,21 @@ class Variants:
         """The tuned choice of `family` for `key`, else `default` (the fixed table's)."""
         return self.tuned.get((family, key), default)
 
-    def matmul(self, tokens: int, qtype: str | None = None) -> MatmulTile:
+    def matmul(self, tokens: int, qtype: str | None = None, textures: bool | None = None) -> MatmulTile:
         """The tile for a step of `tokens` tokens (the program's bucket) over weights of type `qtype` (a GGMLType
-        name): the tuned one where the tuner chose, else the fixed table's (`default_matmul`)."""
-        default = self.default_matmul(tokens)
+        name), read from textures or not (`textures`; None: as this adapter holds split weights): the tuned one
+        where the tuner chose, else the fixed table's (`default_matmul`)."""
+        default = self.default_matmul(tokens, textures)
         if qtype is None:
             return default
         return self.choice("matvec" if tokens == 1 else "prefill", qtype, default)
 
-    def default_matmul(self, tokens: int) -> MatmulTile:
+    def default_matmul(self, tokens: int, textures: bool | None = None) -> MatmulTile:
         """The fixed per-adapter table. GPUs: the coalesced row-group matvec for decode (subgroupAdd where
         subgroups are, a workgroup-memory tree where not) and the workgroup-memory tiles for prefill. CPU
-        emulators: 8 rows per invocation, 16 with weights in textures (the measurements in this module's docstring
-        and below)."""
+        emulators: 8 rows per invocation, 16 where the weights are read from textures (`textures`; None: where
+        this adapter holds split weights in textures), per the measurements in this module's docstring and
+        below."""
         if not self.software:
             reduce = "subgroup" if self.subgroup_width >= 4 else "workgroup"
             if tokens == 1:
@@ -179,7 +181,10 @@ class Variants:
         xload = "shared" if self.shared_loads else "plain"
         # With weights in textures their loads are cheap and x's dominate: 16 rows share each load of x (lavapipe,
         # ms, 8 / 16 rows: 65536 x 640 Q8_0 decode 57 / 54, 4096 x 640 Q5_0 over 33 tokens 49 / 37).
-        rows = 16 if self.weight_textures else 8
+        # Weights left in buffers on such a device (those not in the split layout) keep 8: their loads are what
+        # 8 rows were measured against, and 16 rows cost 4.5 times the compile (lavapipe's JIT, at the first
+        # dispatch: a Q3_K gated prefill kernel of 8 rows x 8 tokens 19 s, of 16 rows 88 s).
+        rows = 16 if self.weight_textures and textures is not False else 8
         if tokens == 1:
             return MatmulTile(rows=rows, tokens=1, wg=8, xload=xload)
         return MatmulTile(rows=rows, tokens=4 if tokens <= 4 else 8, wg=8, xload=xload)
