@@ -16,8 +16,9 @@ worst template stops within about a second of CPU and tens of megabytes. Exceedi
 """
 from __future__ import annotations
 
+import functools
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from contextvars import ContextVar
 from typing import Any
 
@@ -184,8 +185,56 @@ def format_widths(text: str, spec: re.Pattern[str]) -> int:
     return sum(int(number) for match in spec.finditer(text) for number in match.groups() if number)
 
 
-def concatenated(budget: RenderBudget, items: list[Any]) -> str:
+# --- the hooks that filters and globals run through ----------------------------------------------------------------
+
+
+def concat(items: list[Any]) -> str:
     """Jinja's `~`, with the result's size charged before it is built."""
     texts = [str(item) for item in items]
-    budget.characters(sum(map(len, texts)))
+    current().characters(sum(map(len, texts)))
     return "".join(texts)
+
+
+def each(items: Any, literal: int) -> Any:
+    """The filter every loop iterates through: an operation and the loop body's literal text per item."""
+    budget = current()
+    for item in items:
+        budget.operation()
+        budget.characters(literal)
+        yield item
+
+
+def budgeted_filter(name: str, function: Callable[..., Any]) -> Callable[..., Any]:
+    """A filter charged to the render's budget, with the ones that multiply text sized before they run."""
+    skip = 0 if getattr(function, "jinja_pass_arg", None) is None else 1  # the context or environment argument
+
+    @functools.wraps(function)  # keeps `jinja_pass_arg`
+    def budgeted(*args: Any, **kwargs: Any) -> Any:
+        budget = current()
+        budget.operation()
+        value, rest = args[skip] if len(args) > skip else None, args[skip + 1:]
+        budget.arguments(rest, kwargs)
+        if name == "join" and kwargs.get("attribute", rest[1] if len(rest) > 1 else None) is None:
+            value = listed(budget, value)
+            args = (*args[:skip], value, *rest)
+            budget.characters(joined_length(kwargs.get("d", rest[0] if rest else ""), value))
+        elif name == "format" and isinstance(value, str):
+            budget.characters(len(value) + format_widths(value, PERCENT_SPEC))
+        elif name == "replace" and len(rest) >= 2:
+            budget.characters(replaced_length(value, rest[0], rest[1]))
+        elif name == "indent" and isinstance(value, str):
+            width = kwargs.get("width", rest[0] if rest else 4)
+            width = len(width) if isinstance(width, str) else width if type(width) is int else 0
+            budget.characters(len(value) + (value.count("\n") + 1) * max(width, 0))
+        return budget.produced(function(*args, **kwargs))
+
+    return budgeted
+
+
+def budgeted_lipsum(lipsum: Callable[..., str]) -> Callable[..., str]:
+    def budgeted(n: int = 5, html: bool = True, min: int = 20, max: int = 100) -> str:  # noqa: A002 - Jinja's names
+        # n paragraphs of up to `max` words of up to 12 characters each, paid before they are written.
+        current().characters(n * max * 12 if type(n) is int and type(max) is int else 0)
+        return lipsum(n, html, min, max)
+
+    return budgeted

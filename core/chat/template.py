@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -331,10 +331,10 @@ def jinja_environment() -> Any:
     environment = Sandbox(trim_blocks=True, lstrip_blocks=True, extensions=[loopcontrols, GenerationBlocks],
                           optimized=False, finalize=finalize)
     environment.filters["tojson"] = _tojson
-    environment.filters = {name: _budgeted_filter(name, f) for name, f in environment.filters.items()}
-    environment.filters[_EACH] = _each
-    environment.filters[_CONCAT] = _concat
-    environment.globals["lipsum"] = _budgeted_lipsum(environment.globals["lipsum"])
+    environment.filters = {name: render_budget.budgeted_filter(name, f) for name, f in environment.filters.items()}
+    environment.filters[_EACH] = render_budget.each
+    environment.filters[_CONCAT] = render_budget.concat
+    environment.globals["lipsum"] = render_budget.budgeted_lipsum(environment.globals["lipsum"])
     environment.globals["raise_exception"] = _raise_exception
     environment.globals["strftime_now"] = _strftime_now
     return environment
@@ -369,54 +369,6 @@ def _compile(source: str) -> Any:
     tree = Charged().visit(environment.parse(source))
     return environment.template_class.from_code(environment, environment.compile(tree),
                                                 environment.make_globals(None))
-
-
-def _concat(items: list[Any]) -> str:
-    return render_budget.concatenated(render_budget.current(), items)
-
-
-def _each(items: Any, literal: int) -> Any:
-    budget = render_budget.current()
-    for item in items:
-        budget.operation()
-        budget.characters(literal)
-        yield item
-
-
-def _budgeted_filter(name: str, function: Callable[..., Any]) -> Callable[..., Any]:
-    """A filter charged to the render's budget, with the ones that multiply text sized before they run."""
-    skip = 0 if getattr(function, "jinja_pass_arg", None) is None else 1  # the context or environment argument
-
-    @functools.wraps(function)  # keeps `jinja_pass_arg`
-    def budgeted(*args: Any, **kwargs: Any) -> Any:
-        budget = render_budget.current()
-        budget.operation()
-        value, rest = args[skip] if len(args) > skip else None, args[skip + 1:]
-        budget.arguments(rest, kwargs)
-        if name == "join" and kwargs.get("attribute", rest[1] if len(rest) > 1 else None) is None:
-            value = render_budget.listed(budget, value)
-            args = (*args[:skip], value, *rest)
-            budget.characters(render_budget.joined_length(kwargs.get("d", rest[0] if rest else ""), value))
-        elif name == "format" and isinstance(value, str):
-            budget.characters(len(value) + render_budget.format_widths(value, render_budget.PERCENT_SPEC))
-        elif name == "replace" and len(rest) >= 2:
-            budget.characters(render_budget.replaced_length(value, rest[0], rest[1]))
-        elif name == "indent" and isinstance(value, str):
-            width = kwargs.get("width", rest[0] if rest else 4)
-            width = len(width) if isinstance(width, str) else width if type(width) is int else 0
-            budget.characters(len(value) + (value.count("\n") + 1) * max(width, 0))
-        return budget.produced(function(*args, **kwargs))
-
-    return budgeted
-
-
-def _budgeted_lipsum(lipsum: Callable[..., str]) -> Callable[..., str]:
-    def budgeted(n: int = 5, html: bool = True, min: int = 20, max: int = 100) -> str:  # noqa: A002 - Jinja's names
-        # n paragraphs of up to `max` words of up to 12 characters each, paid before they are written.
-        render_budget.current().characters(n * max * 12 if type(n) is int and type(max) is int else 0)
-        return lipsum(n, html, min, max)
-
-    return budgeted
 
 
 def _tojson(
