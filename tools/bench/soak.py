@@ -3,10 +3,13 @@
     python tools/bench/soak.py [MODEL] [--minutes 15] [--clients 32] [--json OUT]
 
 Each client loops over a mix of requests: non-streaming, streaming, streams it drops after a few chunks, bodies
-over --max-body (413) and prompts over the context (400). The report gives requests by outcome, p50/p99 latency
-of the completed ones, the server's resident memory and open file descriptors over time (from /proc), and its KV
-blocks at the start and at the end once idle (from /metrics). It exits 1 if any request got a 5xx or failed in
-transport, or if the KV cache did not return to where it started.
+over --max-body (413), prompts over the context (400) and hostile chat requests (400: schemas and grammars nested
+past their limits, template arguments that would replace the template's own, loose switches, tools past the
+context, a lone surrogate in a grammar, a logit_bias key of 5,000 digits). The report gives requests by outcome,
+p50/p99 latency of the completed ones, the server's resident memory and open file descriptors over time (from
+/proc), the latency of a /health probe at each sample, and its KV blocks at the start and at the end once idle
+(from /metrics). It exits 1 if any request got a 5xx or failed in transport, if a /health probe failed, or if
+the KV cache did not return to where it started.
 """
 from __future__ import annotations
 
@@ -30,7 +33,19 @@ from server_util import metrics  # noqa: E402
 from llmchat.server.launch import free_port, spawned_server  # noqa: E402
 
 MAX_BODY = 256 * 1024
-KINDS = [("plain", 35), ("stream", 30), ("dropped", 15), ("oversized", 10), ("too_long", 10)]
+KINDS = [("plain", 30), ("stream", 25), ("dropped", 15), ("oversized", 10), ("too_long", 10), ("hostile", 10)]
+# Chat fields that each must be refused with a 400, quickly, whatever else the server is doing.
+HOSTILE = [
+    {"response_format": {"type": "json_schema", "json_schema": {"name": "deep", "schema": json.loads(
+        '{"type": "array", "items": ' * 300 + "{}" + "}" * 300)}}},
+    {"grammar": "root ::= " + "(" * 3000 + '"a"' + ")" * 3000},
+    {"grammar": 'root ::= "\ud800"'},
+    {"chat_template_kwargs": {"messages": []}},
+    {"chat_template_kwargs": {"enable_thinking": "false"}},
+    {"logit_bias": {"9" * 5000: 1}},
+    {"tools": [{"type": "function", "function": {"name": f"f{i}", "description": "does a thing " * 40,
+                                                 "parameters": {"type": "object"}}} for i in range(100)]},
+]
 
 
 def one_request(client: httpx.Client, base: str, model: str, kind: str, rng: random.Random) -> str:
@@ -46,6 +61,13 @@ def one_request(client: httpx.Client, base: str, model: str, kind: str, rng: ran
         return str(r.status_code)
     if kind == "too_long":
         r = client.post(url, json={**body, "prompt": "word " * 40_000})
+        return str(r.status_code)
+    if kind == "hostile":
+        chat = {"model": model, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4,
+                **rng.choice(HOSTILE)}
+        # json.dumps keeps a lone surrogate as its \ud800 escape, which is valid JSON.
+        r = client.post(f"{base}/v1/chat/completions", content=json.dumps(chat).encode(),
+                        headers={"content-type": "application/json"})
         return str(r.status_code)
     with client.stream("POST", url, json={**body, "stream": True}) as r:
         if r.status_code != 200:
@@ -84,6 +106,16 @@ def proc_figures(pid: int) -> tuple[float, int]:
         if line.startswith("VmRSS:"):
             rss = int(line.split()[1]) / 1024
     return rss, len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def health(base: str) -> tuple[float, int]:
+    """Seconds a /health probe took, and its status (0 when it failed in transport)."""
+    start = time.monotonic()
+    try:
+        status = httpx.get(f"{base}/health", timeout=60).status_code
+    except httpx.HTTPError:
+        status = 0
+    return time.monotonic() - start, status
 
 
 def wait_idle(base: str, timeout: float = 120) -> dict:
@@ -127,9 +159,11 @@ def main(argv: list[str] | None = None) -> int:
                        for i in range(args.clients)]
             for t in threads:
                 t.start()
+            probes = []
             while time.monotonic() < end:
                 time.sleep(min(args.sample_every, max(0.0, end - time.monotonic())))
                 samples.append((time.monotonic() - start, *proc_figures(server.pid)))
+                probes.append(health(base))
             for t in threads:
                 t.join(300)
             after = wait_idle(base)
@@ -146,6 +180,8 @@ def main(argv: list[str] | None = None) -> int:
         "outcomes": dict(sorted(outcomes.items())),
         "latency_s": {"p50": round(pct(0.50), 3), "p99": round(pct(0.99), 3), "completed": len(done)},
         "rss_mib_and_fds_over_time": [f"{t:.0f}s {rss:.1f} MiB {fds} fds" for t, rss, fds in samples],
+        "health_probes": {"count": len(probes), "failed": sum(status != 200 for _, status in probes),
+                          "max_s": round(max((s for s, _ in probes), default=0.0), 3)},
         "kv_free_blocks": {"start": before.get("llmchat_kv_free_blocks"), "end": after.get("llmchat_kv_free_blocks")},
         "prefix_cache_entries_end": after.get("llmchat_prefix_cache_entries"),
         "running_end": after.get("llmchat_running_sequences"), "queued_end": after.get("llmchat_queue_depth"),
@@ -155,13 +191,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         args.json.write_text(text)
     expected = {"plain": ("200", "429"), "stream": ("200", "429"), "dropped": ("dropped", "200", "429"),
-                "oversized": ("413",), "too_long": ("400",)}
+                "oversized": ("413",), "too_long": ("400",), "hostile": ("400", "429")}
     bad = [k for k in outcomes if k.split(":", 1)[1] not in expected[k.split(":", 1)[0]]]
     # Cancelled sequences free their blocks, finished ones park theirs in the prefix cache, which an idle server
     # keeps: with the cache entries' blocks not counted there is nothing leaked when no sequence runs.
     leaked = report["running_end"] != 0 or report["queued_end"] != 0
-    if bad or leaked:
-        print(f"soak: FAILED ({', '.join(bad) or 'sequences left running'})", file=sys.stderr)
+    unhealthy = report["health_probes"]["failed"] > 0
+    if bad or leaked or unhealthy:
+        why = ", ".join(bad) or ("sequences left running" if leaked else "a /health probe failed")
+        print(f"soak: FAILED ({why})", file=sys.stderr)
         return 1
     return 0
 
