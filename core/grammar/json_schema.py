@@ -16,6 +16,7 @@ import math
 import re
 
 from ..errors import GrammarError, UnsupportedSchemaError
+from .grammar import MAX_STACKS
 from .json_text import FORMATS, MAX_INT, RESERVED, Rules, int_range, number_range, repeat, string_except, string_literal
 from .regex import MAX_REPEAT, emit, literal, parse_regex
 from .schema_document import (ANNOTATIONS, CONTAINERS, MAX_DEPTH, NO_OP_VALUES, TYPE_KEYWORDS, TYPES, UNSUPPORTED,
@@ -99,6 +100,9 @@ class _Converter(SchemaDocument):
                 alts = schema[key]
                 if not isinstance(alts, list) or not alts:
                     raise self.fail(pointer(path, key), f"{key} must be a non-empty array")
+                if len(alts) > MAX_STACKS:  # each alternative is a parse of its own from the first byte on
+                    raise self.fail(pointer(path, key), f"{len(alts)} alternatives are more than the {MAX_STACKS} "
+                                                        "simultaneous parses a grammar may hold")
                 rest = {k: v for k, v in schema.items() if k not in ("anyOf", "oneOf")}
                 rest_constrains = any(k not in ANNOTATIONS and k not in CONTAINERS for k in rest)
                 options = [self.merge([rest, a], pointer(pointer(path, key), i)) if rest_constrains else a

@@ -131,3 +131,12 @@ def test_rule_names_that_normalise_alike_are_found_without_probing_each() -> Non
     assert len(set(names)) == 5000
     assert Counted.probes < 3 * 5000  # each name probed a few times, not once per name made before it
     assert rules.add("key!", '"3"') == names[3]  # the same body under a like name is the same rule
+
+
+def test_an_anyof_wider_than_the_parses_a_grammar_holds_is_refused_before_it_is_built() -> None:
+    from llmchat.grammar.grammar import MAX_STACKS
+
+    options = [{"type": "object", "properties": {f"k{i}": {"const": i}}, "required": [f"k{i}"]}
+               for i in range(MAX_STACKS + 1)]
+    with pytest.raises(GrammarError, match=f"JSON schema at /anyOf: {MAX_STACKS + 1} alternatives"):
+        schema_to_gbnf({"anyOf": options})
