@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from . import generation
 from .engine import Engine
-from ..errors import InvalidRequestError, LLMChatError
+from ..errors import GrammarError, InvalidRequestError, LLMChatError
 from .generation import FinishEvent, GenerationRequest, TokenEvent
 from ..gpu.kvlayout import BLOCK_TOKENS
 from ..tokenizer.tokenizer import Tokenizer
@@ -268,6 +268,9 @@ class Scheduler:
         for seq, out, read_row in outputs:
             try:
                 events = seq.sample(out, read_row)
+            except GrammarError as exc:  # the request's grammar grew too ambiguous on this reply: its fault
+                self._fail(seq, exc)
+                continue
             except Exception as exc:  # one sequence's sampling bug must not take the others down
                 log.exception("sampling failed")
                 self._fail(seq, LLMChatError(f"sampling failed: {type(exc).__name__}: {exc}"))

@@ -27,11 +27,11 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 
 from ..version import __version__
 from ..errors import LLMChatError
-from .completions import Answer, ModelInfo, Prepared, Run, prepare_chat, prepare_text
+from .completions import Answer, ModelInfo, Prepared, Run, generation_error, prepare_chat, prepare_text
 from .errors import ERROR_RESPONSES, GENERATION_RESPONSES, APIError, error_body, json_response
 from .guard import DEFAULT_MAX_BODY, BodyTooLargeError, HostPolicy, RequestGuard
 from .middleware import APIKeyMiddleware, RequestMetricsMiddleware
-from ..runtime.scheduler import Scheduler, SchedulerStoppedError
+from ..runtime.scheduler import Scheduler
 from .schemas import ChatCompletionRequest, CompletionRequest
 from .sse import EventStream
 from .static import FileResponse, safe_path
@@ -126,10 +126,8 @@ def _add_api_routes(app: FastAPI, scheduler: Scheduler, model: ModelInfo) -> Non
                     if await request.is_disconnected():
                         run.cancel()
                         return Response(status_code=499)  # nobody reads it; nginx's code for "client closed"
-        except SchedulerStoppedError as exc:
-            raise APIError(503, str(exc)) from None
-        except LLMChatError as exc:
-            raise APIError(500, f"generation failed: {exc}") from None
+        except LLMChatError as exc:  # the scheduler stopped, or the generation failed
+            raise generation_error(exc, prepared.request) from None
         finally:
             run.cancel()  # a no-op for finished sequences; frees the rest if this handler is cancelled
         return JSONResponse(answer.response())

@@ -23,7 +23,7 @@ from ..protocol import MAX_SEQUENCES_PER_REQUEST, Completion, Counts, Piece, Req
 from ..grammar import Constraint
 from ..runtime.generation import FinishEvent, GenerationRequest, TokenEvent
 from ..runtime.scheduler import ErrorEvent, QueueFullError, Scheduler, SchedulerStoppedError, TooManySequencesError
-from .errors import APIError, error_body
+from .errors import APIError
 from .schemas import ChatCompletionRequest, CompletionRequest, RequestBody, unsupported_fields
 
 
@@ -144,6 +144,18 @@ def _structure_error(exc: LLMChatError, default_param: str) -> APIError:
     if isinstance(exc, UnsupportedSchemaError):
         return APIError(400, str(exc), param=default_param, code="unsupported_schema")
     return APIError(400, str(exc), param=getattr(exc, "param", default_param))
+
+
+def generation_error(exc: BaseException, request: Request) -> APIError:
+    """What a generation that failed after it started answers with: 503 when the scheduler stopped, 400 naming the
+    structured-output field when the reply's grammar failed on the way (grew more ambiguous than a grammar may),
+    500 otherwise."""
+    if isinstance(exc, SchedulerStoppedError):
+        return APIError(503, str(exc))
+    if isinstance(exc, GrammarError):
+        return APIError(400, f"the reply's grammar failed while the reply was written: {exc}",
+                        param=next(iter(request.structure), "tools"))
+    return APIError(500, f"generation failed: {exc}")
 
 
 def _generations(request: Request, prompts: list[list[int]], budgets: list[int],
@@ -279,7 +291,7 @@ class Answer:
     reply parser), whole or as stream chunks."""
 
     def __init__(self, prepared: Prepared, model: ModelInfo) -> None:
-        request = prepared.request
+        self.request = request = prepared.request
         self.completion = Completion(chat=request.chat, model=model.id, prompts=prepared.prompts, n=request.n,
                                      top_logprobs=request.top_logprobs, include_usage=request.include_usage,
                                      token_bytes=model.token_bytes)
@@ -317,8 +329,7 @@ class Answer:
                 if chunk is not None:
                     yield sse(chunk)
         except Exception as exc:  # noqa: BLE001 - whatever it was, the client must hear of it
-            status = 503 if isinstance(exc, SchedulerStoppedError) else 500
-            yield sse(error_body(status, str(exc) or type(exc).__name__))
+            yield sse(generation_error(exc, self.request).body())
         else:
             for chunk in self.completion.closing():
                 yield sse(chunk)

@@ -134,6 +134,21 @@ def test_deep_structures_are_a_400_naming_the_field(setup, field, value):
     assert error["param"] == field and "nest more than" in error["message"]
 
 
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_grammar_that_grows_too_ambiguous_while_replying_is_a_400(setup, stream):
+    # One parse after "x", five thousand after it: the grammar compiles, and fails at the reply's second byte.
+    client, _ = setup
+    pattern = "x(" + "|".join(chr(0x4E00 + i) for i in range(5000)) + ")"
+    r = post(client, "/v1/chat/completions", chat(response_format={"type": "regex", "regex": pattern}, stream=stream))
+    if stream:
+        assert r.status_code == 200
+        error = next(json.loads(line[6:])["error"] for line in r.text.splitlines() if '"error"' in line)
+    else:
+        error = assert_json_error(r, 400)
+    assert error["param"] == "response_format" and "simultaneous parses" in error["message"]
+    assert error["type"] == "invalid_request_error"
+
+
 def test_ints_are_still_floats(setup):
     client, _ = setup
     assert post(client, "/v1/chat/completions", chat(temperature=0, top_p=1, presence_penalty=0)).status_code == 200
