@@ -122,6 +122,7 @@ def check_binop(budget: RenderBudget, operator: str, left: Any, right: Any) -> N
             budget.integer(abs(left).bit_length() * right)
     elif operator == "%" and isinstance(left, str):
         budget.characters(len(left) + format_widths(left, PERCENT_SPEC))
+        budget.arguments(right if isinstance(right, tuple) else (right,), {})  # `%*d` takes its width from them
     elif operator == "+" and isinstance(left, sized) and isinstance(right, sized):
         budget.characters(len(left) + len(right))
 

@@ -40,6 +40,7 @@ HOSTILE = {
     "expandtabs": "{{ ('\t' * 100000).expandtabs(100000) }}",
     "indent": "{{ ('a\n' * 100000)|indent(100000) }}",
     "percent width": "{{ '%1000000000d' % 1 }}",
+    "percent star width": "{{ '%*d' % (1000000000, 1) }}",
     "format filter": "{{ '%1000000000d'|format(1) }}",
     "str.format width": "{{ '{:>1000000000}'.format(1) }}",
     "str.format nested width": "{{ '{:>{w}}'.format(1, w=1000000000) }}",
