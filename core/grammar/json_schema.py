@@ -394,8 +394,9 @@ class _Converter(SchemaDocument):
                 else self.r.primitive("string")
             extra_kv = self.r.add(f"{hint}-additional-kv", f'{key} {ws} ":" {ws} {value}')
         # rest[i]: properties i.. after at least one was written, each starting with a comma; first[i]: the
-        # members when the first one written is at index >= i. Both are built from the end, each naming the next
-        # as a rule, so that the grammar grows linearly with the properties and nothing recurses.
+        # members when the first one written is at index >= i. Both are built from the end; every 8th suffix of
+        # rest becomes a rule of its own, so that the grammar grows linearly with the properties (and objects of
+        # up to 8 keep their members inline).
         extra_tail = f'("," {ws} {extra_kv})*' if extra_kv else ""
         rest = [""] * len(names) + [extra_tail]
         first: list[str | None] = [None] * len(names) + [f"{extra_kv} {extra_tail}" if extra_kv else None]
@@ -403,7 +404,7 @@ class _Converter(SchemaDocument):
             piece = f'"," {ws} {kvs[names[i]]}'
             piece = piece if req[i] else f"({piece})?"
             after = rest[i + 1]
-            if after and " " in after and i + 1 < len(names):
+            if (len(names) - i - 1) % 8 == 0 and i + 1 < len(names):
                 after = self.r.add(f"{hint}-rest-{i + 1}", after)
             rest[i] = f"{piece} {after}".strip()
             here = f"{kvs[names[i]]} {after}".strip()
