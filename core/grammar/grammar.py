@@ -125,8 +125,6 @@ class Grammar:
                 if through and done[cont] is None:
                     unknown.append(cont)
                 if unknown:
-                    if len(waiting) > len(kind):
-                        raise GrammarError("grammar: rules refer to each other without end")  # _check's to stop
                     waiting.extend(unknown)
                     continue
                 done[q] = self._expand(q, through)
