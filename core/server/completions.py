@@ -93,19 +93,21 @@ def _check_sequence_count(prompts: int, n: int) -> None:
                             f"sequences; at most {MAX_SEQUENCES_PER_REQUEST} per request", param="n")
 
 
-def _check_text_length(texts: Sequence[str], model: ModelInfo, param: str) -> None:
+def _check_text_length(texts: Sequence[str], model: ModelInfo, param: str, before: int = 0) -> int:
     """Refuse text that cannot fit the context before tokenizing it: no token stands for more than the
     vocabulary's longest piece (or one character, for a character the vocabulary lacks), so the text's UTF-8
     length over that is a lower bound of its token count. Tokenizing is then bounded by about context times that
-    many bytes, however long the text a client sends."""
+    many bytes, however long the text a client sends. `before`: bytes already measured of text that goes into the
+    same prompt; returns the bytes measured in all."""
+    size = before + sum(len(t.encode("utf-8", "surrogatepass")) for t in texts)
     if model.max_token_bytes is None:
-        return
-    size = sum(len(t.encode("utf-8", "surrogatepass")) for t in texts)
+        return size
     at_least = size // max(model.max_token_bytes, 4)
     if at_least >= model.context:
         raise APIError(400, f"This model's maximum context length is {model.context} tokens. However, your "
                             f"{param} has {size} bytes of text, at least {at_least} tokens. Please shorten it.",
                        param=param, code="context_length_exceeded")
+    return size
 
 
 async def _encode(encode: Callable[[Any], Any], what: Any, param: str) -> Any:
@@ -170,9 +172,9 @@ async def prepare_chat(body: ChatCompletionRequest, model: ModelInfo) -> Prepare
     request, fields = _read(body, model)
     messages = fields["messages"]
     texts = [t for m in body.messages for t in _texts(m.content)]
-    _check_text_length(texts, model, "messages")
+    size = _check_text_length(texts, model, "messages")
     if fields.get("tools"):  # described in the prompt, and compiled into the reply's grammar: both cost their size
-        _check_text_length([*texts, json.dumps(fields["tools"], separators=(",", ":"))], model, "tools")
+        _check_text_length([json.dumps(fields["tools"], separators=(",", ":"))], model, "tools", before=size)
     chat_fields = request.chat_fields()
     try:
         setup = await _encode(lambda m: model.prepare_chat(m, **chat_fields), messages, "messages")
