@@ -23,17 +23,21 @@ def main() -> int:
 
     client = OpenAI(base_url=args.base_url, api_key=args.api_key)
     model = client.models.list().data[0].id  # the server runs one model
-    messages = [{"role": "system", "content": "You are a helpful assistant. Answer briefly."},
+    messages = [{"role": "system", "content": "You are a helpful assistant."},
                 {"role": "user", "content": "What is the capital of France?"}]
 
+    # Greedy, like the CLI, the Python API and the page: OpenAI's default temperature (1.0) makes a model this small
+    # wander off the answer.
+    settings = dict(max_tokens=args.max_tokens, temperature=0)
+
     print(f"{model} (streamed): ", end="", flush=True)
-    stream = client.chat.completions.create(model=model, messages=messages, max_tokens=args.max_tokens, stream=True)
+    stream = client.chat.completions.create(model=model, messages=messages, stream=True, **settings)
     for chunk in stream:
         if chunk.choices:
             print(chunk.choices[0].delta.content or "", end="", flush=True)
     print()
 
-    reply = client.chat.completions.create(model=model, messages=messages, max_tokens=args.max_tokens)
+    reply = client.chat.completions.create(model=model, messages=messages, **settings)
     print(f"{model} (whole): {reply.choices[0].message.content}")
     print(f"[{reply.choices[0].finish_reason}; {reply.usage.completion_tokens} tokens]")
     return 0

@@ -17,7 +17,7 @@ def main() -> int:
     args = parser.parse_args()
 
     llm = load(args.model, context=512)
-    messages = [{"role": "system", "content": "You are a helpful assistant. Answer briefly."}]
+    messages = [{"role": "system", "content": "You are a helpful assistant."}]
     for question in ("What is the capital of France?", "And of Italy?"):
         messages.append({"role": "user", "content": question})
         print(f"> {question}")

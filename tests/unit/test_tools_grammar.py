@@ -8,7 +8,7 @@ import pytest
 
 from llmchat.chat.tools import tool_format_for
 from llmchat.chat.tools.messages import check_tools
-from test_tools import CONVERSATION, TOOLS, template
+from test_tools import CONVERSATION, TOOLS, run, template
 
 grammar = pytest.importorskip("llmchat.grammar")
 pytest.importorskip("llmchat.grammar.json_schema")
@@ -172,3 +172,17 @@ def test_a_tool_schema_the_grammar_cannot_enforce_is_refused():
     with pytest.raises(UnsupportedSchemaError) as err:
         tool_format_for(t).prepare(t, ASK, tools=odd)
     assert err.value.keywords == ["/properties/x/contentSchema"] and "tool 'f'" in str(err.value)
+
+
+def test_generic_under_tool_choice_none_answers_in_its_response_shape():
+    # History written as JSON calls and results: a model free to write anything goes on with such JSON (SmolLM2
+    # invented a {"tool_response": ...} and rambled), so the reply keeps the format's answer shape, without calls.
+    t = template("HuggingFaceTB-SmolLM2-135M-Instruct")
+    prompt = tool_format_for(t).prepare(t, CONVERSATION, tools=TOOLS, tool_choice="none")
+    assert "You can use these tools" not in prompt.text and prompt.grammar and not prompt.lazy
+    assert accepts(prompt, '{"response": "21 \u00b0C in Paris."}')
+    assert not accepts(prompt, '{"tool_call": {"name": "get_weather", "arguments": {"city": "Rome"}}}')
+    assert not accepts(prompt, '{"tool_response": {"name": "get_weather", "content": "x"}}')
+    p = prompt.parser()
+    run(p, ['{"response": "21 ', '\u00b0C."}'])
+    assert (p.content, p.tool_calls) == ("21 °C.", [])

@@ -57,6 +57,9 @@ class ToolFormat:
     # Whether tools are described to the model even with tool_choice 'none' (templates that take `tools` do, as
     # llama.cpp does; formats that describe tools in their own words say nothing, since nothing would be parsed).
     describe_when_none = True
+    # Whether a reply under tool_choice 'none' keeps the format's own shape, calls left out: a format that writes
+    # earlier calls and results as JSON sets it, since a model shown them goes on writing such JSON when free.
+    constrain_none = False
 
     def __init__(self, template: ChatTemplate) -> None:
         self.template = template
@@ -74,9 +77,9 @@ class ToolFormat:
         think = THINK_OPEN in template.source
         prompt = ToolPrompt(text=text, thinking=think and opens_think(text), format=self.name, _think=think,
                             _ids=self.ids)
-        if not checked or choice == "none":
+        if not checked or (choice == "none" and not self.constrain_none):
             return prompt
-        chosen = [choice] if isinstance(choice, dict) else checked
+        chosen = [] if choice == "none" else [choice] if isinstance(choice, dict) else checked
         syntax = self.syntax(chosen)
         builder = GrammarBuilder(special_tokens)
         calls = self.calls_grammar(builder, chosen, parallel_tool_calls)

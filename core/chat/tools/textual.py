@@ -188,6 +188,7 @@ class Generic(ToolFormat):
     lazy. Earlier calls are written as that JSON, results as user messages {"tool_response": {...}}."""
     name = "generic"
     describe_when_none = False
+    constrain_none = True
     lazy_capable = False
 
     def render(self, template, messages, tools, extra):
@@ -213,10 +214,12 @@ class Generic(ToolFormat):
         return GenericJSON()
 
     def calls_grammar(self, b, tools, parallel):
-        call = one_of(b, "tc-call", [json_call(b, tool) for tool in tools])
-        shapes = [f'"{{" tc-ws {key("tool_call")} {call} tc-ws "}}"']
-        if parallel:
-            shapes.append(f'"{{" tc-ws {key("tool_calls")} "[" tc-ws {call} ( tc-ws "," tc-ws {call} )* tc-ws "]" tc-ws "}}"')
+        shapes = []
+        if tools:  # none under tool_choice 'none': the reply is a response
+            call = one_of(b, "tc-call", [json_call(b, tool) for tool in tools])
+            shapes.append(f'"{{" tc-ws {key("tool_call")} {call} tc-ws "}}"')
+            if parallel:
+                shapes.append(f'"{{" tc-ws {key("tool_calls")} "[" tc-ws {call} ( tc-ws "," tc-ws {call} )* tc-ws "]" tc-ws "}}"')
         if self._allow_response:
             shapes.append(f'"{{" tc-ws {key("response")} {b.value({"type": "string"})} tc-ws "}}"')
         return one_of(b, "tc-reply", shapes)
