@@ -58,12 +58,22 @@ $(VENV)/.created:
 	$(PYTHON) -m venv $(VENV)
 	touch $@
 
+# The editable install's finder comes after Python's path search, which takes a folder named llmchat next to a
+# script (often the clone itself, run from the folder above it) for an empty namespace package. EDITABLE_FIRST
+# (a .pth that site.py runs after setuptools' own, the names sorting so) puts that finder ahead, so the installed
+# package wins wherever the user stands.
+EDITABLE_FIRST := import sys; sys.meta_path.sort(key=lambda f: not getattr(f, "__module__", "").startswith("__editable___llmchat_"))
+define install_editable
+	$(BIN)/python -m pip install -e '$(1)'
+	echo '$(EDITABLE_FIRST)' > "$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')/llmchat_editable_first.pth"
+endef
+
 $(VENV)/.installed: pyproject.toml $(VENV)/.created
-	$(BIN)/python -m pip install -e .
+	$(call install_editable,.)
 	touch $@
 
 $(VENV)/.installed-test: pyproject.toml $(VENV)/.created
-	$(BIN)/python -m pip install -e '.[test]'
+	$(call install_editable,.[test])
 	touch $@
 
 # The browser runtime's files served from our own origin (web/dist: Pyodide, the wheels, their lock file), plus
