@@ -17,12 +17,14 @@ from __future__ import annotations
 
 import re
 import sys
+import urllib.parse
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
 from ..errors import GatedModelError, LLMChatError, ModelNotFoundError, SourceError
+from ..gguf.sources import host_and_port
 from .refs import DEFAULT_REVISION, HubRef, choose_files, hub_endpoint, named_files
 
 _COMMIT = re.compile(r"[0-9a-f]{40}")
@@ -95,7 +97,7 @@ def _choose(ref: HubRef, hub, endpoint: str, out: IO[str]) -> list[str]:
         cached = cached_files(ref)
         if cached is None:
             raise error from exc
-        _say(out, f"could not list {ref.repo} on {endpoint} ({error}); choosing among the cached files")
+        _say(out, f"could not list {ref.repo} on {_public(endpoint)} ({error}); choosing among the cached files")
         return choose_files(ref, cached, where=f"the cached copy of {ref.repo}")
     return choose_files(ref, listing)
 
@@ -104,6 +106,14 @@ def _translate(exc: Exception, ref: HubRef, endpoint: str, name: str | None = No
     """One actionable llmchat error for what huggingface_hub (or the network under it) raised; other exceptions
     are bugs and propagate unchanged."""
     from huggingface_hub import utils as hf
+
+    # HF_ENDPOINT may carry `user:password@` for a mirror: messages name the host alone.
+    credentials = urllib.parse.urlsplit(endpoint).netloc.rpartition("@")[0]
+    endpoint = _public(endpoint)
+
+    def first_line(e: BaseException) -> str:
+        line = _line_of(e)
+        return line.replace(credentials + "@", "").replace(credentials, "***") if credentials else line
 
     what = f"{ref.repo}/{name}" if name else ref.repo
     page = f"{endpoint}/{ref.repo}"
@@ -119,7 +129,7 @@ def _translate(exc: Exception, ref: HubRef, endpoint: str, name: str | None = No
         return ModelNotFoundError(f"{ref.repo} has no revision {ref.revision!r} on {endpoint}")
     if isinstance(exc, hf.LocalEntryNotFoundError):  # before EntryNotFoundError, which it subclasses
         reason = exc.__cause__ or exc.__context__ or exc
-        return SourceError(f"{what}: cannot reach {endpoint} ({_first_line(reason)}) and the file is not in the "
+        return SourceError(f"{what}: cannot reach {endpoint} ({first_line(reason)}) and the file is not in the "
                            f"Hugging Face cache ({cache_dir()})")
     if isinstance(exc, hf.EntryNotFoundError):
         return ModelNotFoundError(f"{ref.repo}@{ref.revision} has no file {name or ''} on {endpoint}".rstrip())
@@ -127,11 +137,11 @@ def _translate(exc: Exception, ref: HubRef, endpoint: str, name: str | None = No
         if _status(exc) == 401:
             return GatedModelError(f"{what}: the hub asks for a token (HTTP 401): set HF_TOKEN to a token from "
                                    f"{endpoint}/settings/tokens that can read {ref.repo}")
-        return SourceError(f"{what}: {endpoint} answered {_first_line(exc)}")
+        return SourceError(f"{what}: {endpoint} answered {first_line(exc)}")
     if isinstance(exc, OSError) or _from_http_library(exc):
-        return SourceError(f"{what}: download from {endpoint} failed: {_first_line(exc)}")
+        return SourceError(f"{what}: download from {endpoint} failed: {first_line(exc)}")
     if isinstance(exc, ValueError):  # json's decode errors among them: an answer that is not the hub's API
-        return SourceError(f"{what}: {endpoint} did not answer as a Hugging Face hub does ({_first_line(exc)}); "
+        return SourceError(f"{what}: {endpoint} did not answer as a Hugging Face hub does ({first_line(exc)}); "
                            "if HF_ENDPOINT is set, check that it points to a hub (or a mirror of one)")
     raise exc
 
@@ -141,9 +151,15 @@ def _status(exc: Exception) -> int | None:
     return getattr(response, "status_code", None)
 
 
-def _first_line(exc: BaseException) -> str:
+def _line_of(exc: BaseException) -> str:
     text = str(exc).strip() or type(exc).__name__
     return text.splitlines()[0]
+
+
+def _public(url: str) -> str:
+    """`url` without any credentials in it."""
+    parts = urllib.parse.urlsplit(url)
+    return urllib.parse.urlunsplit(parts._replace(netloc=host_and_port(parts)))
 
 
 # --- the cache ----------------------------------------------------------------------------------------------------

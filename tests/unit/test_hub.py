@@ -6,90 +6,19 @@ Each test gets its own Hugging Face cache (HF_HOME) and llmchat home, so nothing
 """
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
-import os
 import subprocess
 import sys
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-import numpy as np
 import pytest
 
-from fake_hub import FakeHub
-from gguf_factory import default_tensors, write_gguf, write_split_gguf
-from model_factory import write_model
+from gguf_factory import default_tensors
+from hub_cli import BIG, CUT, env_for, error_line, llmchat, ok
+from hub_cli import files, home, hub  # noqa: F401 (fixtures)
 
 huggingface_hub = pytest.importorskip("huggingface_hub")
-
-# A 24 MiB "model": huggingface_hub resumes from the last chunk it wrote (10 MiB chunks in 2.x), so the cut below
-# comes after the first chunk.
-BIG = np.random.default_rng(7).integers(0, 256, 24 << 20, dtype=np.uint8).tobytes()
-CUT = 12 << 20
-
-
-@pytest.fixture(scope="module")
-def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, bytes]:
-    """Real GGUF bytes: a tiny llama this version runs, one of an architecture it does not, a split model."""
-    d = tmp_path_factory.mktemp("gguf")
-    split = write_split_gguf(d / "split-Q4_K_M.gguf", default_tensors(), tensors_per_shard=2)
-    return {
-        "tiny-Q8_0.gguf": write_model(d / "q8.gguf").read_bytes(),
-        "tiny-Q4_0.gguf": write_model(d / "q4.gguf", qtype=__import__("gguf").GGMLQuantizationType.Q4_0).read_bytes(),
-        # an architecture this version does not run, so `list` has a reason to show
-        "gemma-Q4_K_M.gguf": write_model(d / "gemma.gguf", arch="llama", label="olmo2").read_bytes(),
-        "plain-Q4_K_M.gguf": write_gguf(d / "plain.gguf").read_bytes(),
-        **{f"Q4_K_M/{p.name}": p.read_bytes() for p in split},
-    }
-
-
-@pytest.fixture
-def hub(files: dict[str, bytes]):
-    hub = FakeHub()
-    hub.add_repo("org/tiny-GGUF", {"README.md": b"# tiny\n", "tiny-Q8_0.gguf": files["tiny-Q8_0.gguf"],
-                                   "tiny-Q4_0.gguf": files["tiny-Q4_0.gguf"]})
-    hub.add_repo("org/default-GGUF", {"plain-Q4_K_M.gguf": files["plain-Q4_K_M.gguf"],
-                                      "gemma-Q8_0.gguf": files["gemma-Q4_K_M.gguf"]})
-    hub.add_repo("org/split-GGUF", {k: v for k, v in files.items() if k.startswith("Q4_K_M/")}
-                 | {"split-Q8_0.gguf": files["plain-Q4_K_M.gguf"]})
-    hub.add_repo("org/big-GGUF", {"big-Q8_0.gguf": BIG})
-    hub.add_repo("org/gated-GGUF", {"gated-Q4_0.gguf": files["tiny-Q4_0.gguf"]}, gated=True)
-    yield hub
-    hub.close()
-
-
-@pytest.fixture
-def home(tmp_path: Path) -> Path:
-    return tmp_path
-
-
-def env_for(hub: FakeHub | None, home: Path, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("HF_")}
-    env.update(HF_HOME=str(home / "hf"), LLMCHAT_HOME=str(home / "llmchat"), HF_HUB_DISABLE_TELEMETRY="1",
-               HF_ENDPOINT=hub.url if hub else "http://127.0.0.1:9")
-    env.update(extra)
-    return env
-
-
-def llmchat(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "llmchat", *args], capture_output=True, text=True, env=env,
-                          timeout=120)
-
-
-def ok(result: subprocess.CompletedProcess[str]) -> str:
-    assert result.returncode == 0, result.stderr
-    return result.stdout
-
-
-def error_line(result: subprocess.CompletedProcess[str]) -> str:
-    assert result.returncode == 2, (result.stdout, result.stderr)
-    assert "Traceback" not in result.stderr
-    lines = [line for line in result.stderr.strip().splitlines() if line.startswith("llmchat: error: ")]
-    assert len(lines) == 1, result.stderr
-    return lines[0]
 
 
 def snapshot_of(home: Path, repo: str) -> Path:
@@ -355,53 +284,6 @@ def test_pull_url_of_a_split_model_fetches_every_shard(hub, home, files) -> None
     for i in (1, 2, 3):
         assert path.with_name(f"split-Q4_K_M-0000{i}-of-00003.gguf").read_bytes() == \
             files[f"Q4_K_M/split-Q4_K_M-0000{i}-of-00003.gguf"]
-
-
-def test_pull_url_errors(hub, home) -> None:
-    env = env_for(hub, home)
-    assert "takes the URL of a .gguf file" in error_line(llmchat("pull", f"{hub.url}/org/tiny-GGUF/resolve/main/README.md", env=env))
-    assert "HTTP 404" in error_line(llmchat("pull", f"{hub.url}/org/tiny-GGUF/resolve/main/none.gguf", env=env))
-    for url in ("http://../x.gguf", "http://host:port/x.gguf", "https:///x.gguf"):
-        assert "not an http(s) URL with a valid host name" in error_line(llmchat("pull", url, env=env))
-    (home / "passwd").write_text("root:x:0:0:root:/root:/bin/bash\n")
-    assert "not a GGUF file" in error_line(llmchat("pull", str(home / "passwd"), env=env))
-
-
-def test_pull_url_credentials_are_basic_auth_for_that_host_only(hub, home, files) -> None:
-    env = env_for(hub, home)
-    host = hub.url.removeprefix("http://")
-    url = f"http://me:s%40cret@{host}/org/tiny-GGUF/resolve/main/tiny-Q8_0.gguf"  # the hub redirects to its CDN
-    pulled = llmchat("pull", url, env=env)
-    path = Path(ok(pulled).strip())
-    assert path.read_bytes() == files["tiny-Q8_0.gguf"]
-    assert path == home / "llmchat" / "models" / "url" / host.replace(":", "_") / "org/tiny-GGUF/resolve/main/tiny-Q8_0.gguf"
-    assert "cret" not in pulled.stdout + pulled.stderr
-    assert {r.authorization for r in hub.log("hub")} == {"Basic " + base64.b64encode(b"me:s@cret").decode()}
-    assert {r.authorization for r in hub.log("cdn")} == {None}
-    failed = error_line(llmchat("pull", url.replace("tiny-Q8_0", "none"), env=env))
-    assert "HTTP 404" in failed and "cret" not in failed and "me:" not in failed
-
-
-def test_a_hub_endpoint_that_answers_html_is_one_error_line(home) -> None:
-    class Portal(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            body = b"<html><body>Sign in to the network</body></html>"
-            self.send_response(200)
-            self.send_header("Content-Type", "text/html")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Portal)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        env = env_for(None, home, HF_ENDPOINT=f"http://127.0.0.1:{server.server_port}")
-        assert "did not answer as a Hugging Face hub does" in error_line(llmchat("pull", "hf.co/org/repo", env=env))
-    finally:
-        server.shutdown()
 
 
 # --- the server -----------------------------------------------------------------------------------------------------
