@@ -35,7 +35,7 @@ $(PYODIDE_TOOLS)/.installed: Makefile
 	touch $@
 
 # The test models (SmolLM2 135M, and Gemma 3 270M for the Gemma tests) are pulled once into the user's cache, and
-# llama.cpp's tokenizer test vocabularies unpacked from its source distribution on PyPI.
+# llama.cpp's tokenizer test vocabularies and the JSON-Schema-Test-Suite unpacked from source distributions on PyPI.
 # LLMCHAT_REQUIRE_MODEL and LLMCHAT_REQUIRE_WEB turn "model missing" and "web/dist not built" into failures
 # instead of skips; LLMCHAT_REQUIRE_GPU stops the run on an adapter without a feature the suite tests, and
 # LLMCHAT_FAIL_SKIPS fails every skip but the few tests/conftest.py expects. The tests run in two passes: all but
@@ -46,6 +46,7 @@ test: system-deps $(VENV)/.installed-test web $(PYODIDE_TOOLS)/.installed
 	$(BIN)/llmchat pull smollm2 >/dev/null
 	$(BIN)/llmchat pull gemma3-270m >/dev/null
 	$(BIN)/python tools/build/fetch_llama_vocabs.py --if-missing
+	$(BIN)/python tools/build/fetch_json_schema_suite.py --if-missing
 	LLMCHAT_REQUIRE_MODEL=1 LLMCHAT_REQUIRE_WEB=1 LLMCHAT_REQUIRE_GPU=1 LLMCHAT_FAIL_SKIPS=1 \
 		$(BIN)/python tools/build/run_tests.py --jobs $(TEST_JOBS) $(PYTEST_ARGS)
 

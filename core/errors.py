@@ -95,6 +95,11 @@ class GrammarError(InvalidRequestError):
     rule, or can match nothing. The message says where."""
 
 
+class NoDocumentError(GrammarError):
+    """A JSON schema, or a part of one that a document must match, that no document satisfies: `false`, bounds that
+    admit no value, allOf parts with no type in common. The message says where."""
+
+
 class UnsupportedSchemaError(GrammarError):
     """A JSON schema uses keywords that constrain a document in ways no grammar here enforces. `keywords` names
     them (JSON-pointer paths), so the caller can remove them rather than have them silently ignored."""

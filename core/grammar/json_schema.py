@@ -5,8 +5,10 @@ The grammar is deliberately narrower than the schema in *form*, never wider in *
   ordered subset); additional properties, where allowed, come after the declared ones;
 - whitespace is bounded: nothing, one space or tab, or one newline and up to 40 spaces/tabs of indentation, and
   only after `{ [ , :` , before `}` `]` and between a key and its `:`, so a model cannot loop on it;
-- numbers have at most 16 integer digits, 18 fraction digits and a 4-digit exponent; numbers with bounds are
-  written without an exponent; strings never hold raw control characters or DEL (they are escaped).
+- numbers have at most 309 integer digits (16 with bounds), 18 fraction digits and a 4-digit exponent; numbers
+  with bounds are written without an exponent; an integer may end in `.0`; strings never hold raw control
+  characters or DEL (they are escaped);
+- a schema without "type" allows every type, each constrained by its own keywords ({"maxLength": 2} allows 5).
 Every keyword that constrains documents is either enforced or refused: UnsupportedSchemaError lists every such
 keyword by JSON-pointer path. Annotations (title, description, default, examples...) are ignored.
 """
@@ -15,12 +17,16 @@ from __future__ import annotations
 import math
 import re
 
-from ..errors import GrammarError, UnsupportedSchemaError
+from ..errors import GrammarError, NoDocumentError, UnsupportedSchemaError
 from .grammar import MAX_STACKS
-from .json_text import FORMATS, MAX_INT, RESERVED, Rules, int_range, number_range, repeat, string_except, string_literal
+from .json_text import (FORMATS, MAX_INT, RESERVED, Rules, int_range, number_range, number_spellings, repeat,
+                        string_except, string_literal)
 from .regex import MAX_REPEAT, emit, literal, parse_regex
 from .schema_document import (ANNOTATIONS, CONTAINERS, MAX_DEPTH, NO_OP_VALUES, TYPE_KEYWORDS, TYPES, UNSUPPORTED,
                               SchemaDocument, pointer, types_match)
+
+
+UNTYPED = ("null", "boolean", "object", "array", "string", "number")  # what a schema without "type" allows
 
 
 class _Converter(SchemaDocument):
@@ -70,7 +76,7 @@ class _Converter(SchemaDocument):
         if schema is True:
             return self.r.primitive("value")
         if schema is False:
-            raise self.fail(path, "the schema `false` accepts no document")
+            raise self.empty(path, "the schema `false` accepts no document")
         if not isinstance(schema, dict):
             raise self.fail(path, f"a schema must be an object or a boolean, not {type(schema).__name__}")
         for key, value in schema.items():
@@ -114,14 +120,31 @@ class _Converter(SchemaDocument):
         return self.typed(schema, path, hint)
 
     def alternatives(self, options: list, paths: list[str], hint: str) -> str:
-        names = [self.rule(o, p, f"{hint}-{i}") for i, (o, p) in enumerate(zip(options, paths))]
-        unique = list(dict.fromkeys(names))
+        names = [self.optional(o, p, f"{hint}-{i}") for i, (o, p) in enumerate(zip(options, paths))]
+        unique = list(dict.fromkeys(n for n in names if n is not None))  # a branch no document satisfies adds nothing
+        if not unique:
+            raise self.empty(paths[0].rpartition("/")[0], "no alternative admits a document")
         return unique[0] if len(unique) == 1 else " | ".join(unique)
+
+    def optional(self, schema, path: str, hint: str, build=None) -> str | None:
+        """The rule for a part a document may do without (an alternative, a property, an array position), or None
+        where no document satisfies it: then the part is left out, and so are the rules the attempt made."""
+        rules, refs = len(self.r.rules), len(self.refs)
+        try:
+            return build() if build else self.rule(schema, path, hint)
+        except NoDocumentError:
+            for name in list(self.r.rules)[rules:]:
+                del self.r.rules[name]
+            for ref in list(self.refs)[refs:]:
+                del self.refs[ref]
+            return None
 
     def declared_types(self, schema: dict, path: str) -> list[str]:
         t = schema.get("type")
         if t is None:
-            return [ty for ty in ("object", "array", "string", "number") if TYPE_KEYWORDS[ty] & set(schema)] or []
+            # Every type: a keyword constrains only documents of its type ({"maxLength": 2} allows 5). An empty
+            # list means the schema's keywords constrain no type at all.
+            return list(UNTYPED) if any(TYPE_KEYWORDS[ty] & set(schema) for ty in TYPE_KEYWORDS) else []
         types = [t] if isinstance(t, str) else t
         if not isinstance(types, list) or not types or any(x not in TYPES for x in types):
             raise self.fail(pointer(path, "type"), f"type must be one of {', '.join(TYPES)} or a list of them")
@@ -140,10 +163,19 @@ class _Converter(SchemaDocument):
             if t in ("boolean", "null"):
                 alts.append(self.r.primitive(t))
                 continue
-            body = getattr(self, "t_" + t)(schema, path, hint if len(types) == 1 else f"{hint}-{t}")
+            build = getattr(self, "t_" + t)
+            name = hint if len(types) == 1 else f"{hint}-{t}"
+            if len(types) == 1:
+                body = build(schema, path, name)
+            else:  # {"minLength": 3, "maxLength": 1} still allows numbers
+                body = self.optional(schema, path, name, build=lambda: build(schema, path, name))
+                if body is None:
+                    continue
             if len(types) > 1 and not re.fullmatch(r"[a-zA-Z0-9-]+", body):
                 body = self.r.add(f"{hint}-{t}", body)
             alts.append(body)
+        if not alts:
+            raise self.empty(path, f"no type of {types} admits a document")
         return " | ".join(alts)
 
     # ------------------------------------------------------------------------------------------------ values
@@ -163,7 +195,7 @@ class _Converter(SchemaDocument):
             if k not in _SIMPLE_KEYWORDS and k not in UNSUPPORTED:
                 self.refuse(pointer(path, k))  # not checked against the listed values
         if not kept:
-            raise self.fail(where, "no value of the enum/const satisfies the schema's other keywords")
+            raise self.empty(where, "no value of the enum/const satisfies the schema's other keywords")
         alts = list(dict.fromkeys(self.const(v) for v in kept))
         return alts[0] if len(alts) == 1 else "(" + " | ".join(alts) + ")"
 
@@ -174,15 +206,9 @@ class _Converter(SchemaDocument):
             return '"true"'
         if value is False:
             return '"false"'
-        if isinstance(value, int):
-            return literal(str(value))
-        if isinstance(value, float):
-            if not math.isfinite(value):
-                raise GrammarError(f"not a JSON number: {value!r}")
-            forms = [repr(value)]
-            if value.is_integer():
-                forms.append(str(int(value)))
-            return "(" + " | ".join(literal(f) for f in dict.fromkeys(forms)) + ")" if len(forms) > 1 else literal(forms[0])
+        if isinstance(value, (int, float)):
+            forms = number_spellings(value)
+            return "(" + " | ".join(literal(f) for f in forms) + ")" if len(forms) > 1 else literal(forms[0])
         if isinstance(value, str):
             return string_literal(value)
         ws = self.r.primitive("ws")
@@ -207,10 +233,10 @@ class _Converter(SchemaDocument):
         lo = -MAX_INT if lo is None else lo
         hi = MAX_INT if hi is None else hi
         if lo > hi:
-            raise self.fail(path, "the integer bounds admit no value")
+            raise self.empty(path, "the integer bounds admit no value")
         if lo < -MAX_INT or hi > MAX_INT:
             self.refuse(path + "/minimum" if lo < -MAX_INT else path + "/maximum")
-        return "(" + int_range(max(lo, -MAX_INT), min(hi, MAX_INT)) + ")"
+        return "(" + int_range(max(lo, -MAX_INT), min(hi, MAX_INT)) + f") {self.r.primitive('zero-frac')}?"
 
     def bounds(self, schema: dict, path: str):
         """(low, low exclusive, high, high exclusive), each side None when absent (drafts 4 and 6+ forms)."""
@@ -252,12 +278,18 @@ class _Converter(SchemaDocument):
         return "(" + number_range(None if lo is None else int(lo), lo_x, None if hi is None else int(hi), hi_x,
                                   self.r) + ")"
 
+    def count(self, schema: dict, key: str, path: str, default: int | None = None) -> int | None:
+        """A length bound: a non-negative integer (2.0 is one too)."""
+        v = schema.get(key, default)
+        if isinstance(v, float) and v.is_integer() and v >= 0:
+            return int(v)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
+            raise self.fail(pointer(path, key), f"{key} must be a non-negative integer")
+        return v
+
     def t_string(self, schema: dict, path: str, hint: str) -> str:
         fmt, pattern = schema.get("format"), schema.get("pattern")
-        lo, hi = schema.get("minLength", 0), schema.get("maxLength")
-        for key, v in (("minLength", lo), ("maxLength", hi)):
-            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
-                raise self.fail(pointer(path, key), f"{key} must be a non-negative integer")
+        lo, hi = self.count(schema, "minLength", path, 0), self.count(schema, "maxLength", path)
         has_len = lo > 0 or hi is not None
         if fmt is not None and fmt not in FORMATS:
             self.refuse(pointer(path, "format"))
@@ -285,7 +317,7 @@ class _Converter(SchemaDocument):
             return '"\\"" ' + (" ".join(f"({p})" if "|" in p else p for p in parts) or "") + ' "\\""'
         if has_len:
             if hi is not None and hi < lo:
-                raise self.fail(path, "maxLength is below minLength")
+                raise self.empty(path, "maxLength is below minLength")
             if max(lo, hi or 0) > MAX_REPEAT:
                 self.refuse(pointer(path, "maxLength" if (hi or 0) > MAX_REPEAT else "minLength"))
                 return self.r.primitive("string")
@@ -309,24 +341,30 @@ class _Converter(SchemaDocument):
         prefix = prefix or []
         if not isinstance(prefix, list):
             raise self.fail(prefix_path, "must be an array of schemas")
-        lo, hi = schema.get("minItems", 0), schema.get("maxItems")
-        for key, v in (("minItems", lo), ("maxItems", hi)):
-            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
-                raise self.fail(pointer(path, key), f"{key} must be a non-negative integer")
+        lo, hi = self.count(schema, "minItems", path, 0), self.count(schema, "maxItems", path)
+        slots = []
+        for i, s in enumerate(prefix[:hi]):
+            slot = self.optional(s, pointer(prefix_path, i), f"{hint}-{i}")
+            if slot is None:  # no element may stand at i, so the array ends before it
+                prefix, rest = prefix[:i], False
+                break
+            slots.append(slot)
+        rest_rule = None
+        if rest is not False and (hi is None or hi > len(prefix)) and rest is not True:
+            rest_rule = self.optional(rest, rest_path, f"{hint}-item")
+            rest = False if rest_rule is None else rest
         if rest is False:
             hi = len(prefix) if hi is None else min(hi, len(prefix))
         if hi is not None and hi < lo:
-            raise self.fail(path, "the array bounds admit no length")
+            raise self.empty(path, "the array bounds admit no length")
         if max(lo, hi or 0) > MAX_REPEAT:
             self.refuse(pointer(path, "maxItems" if (hi or 0) > MAX_REPEAT else "minItems"))
             hi = None if (hi or 0) > MAX_REPEAT else hi
         if not prefix and rest is True and lo == 0 and hi is None:
             return self.r.primitive("array")
         ws = self.r.primitive("ws")
-        slots = [self.rule(s, pointer(prefix_path, i), f"{hint}-{i}") for i, s in enumerate(prefix)]
-        rest_rule = None
-        if rest is not False and (hi is None or hi > len(prefix)):
-            rest_rule = self.rule(rest, rest_path, f"{hint}-item")
+        if rest is True and (hi is None or hi > len(prefix)):
+            rest_rule = self.r.primitive("value")
 
         def tail(i: int) -> str:
             """Elements i.. after element i-1 was written (each starts with a comma)."""
@@ -367,32 +405,39 @@ class _Converter(SchemaDocument):
         if not props and extra is True and not required:
             return self.r.primitive("object")
         ws = self.r.primitive("ws")
+        extra_value = None
+        if extra is not False:  # additional properties no value satisfies are not allowed at all
+            extra_value = self.optional(extra, pointer(path, "additionalProperties"), f"{hint}-additional")
+            extra = extra if extra_value is not None else False
         names, kvs, req = [], {}, []
+        forbidden = []  # properties no value satisfies: neither written nor allowed as additional ones
         for name, sub in props.items():
-            if sub is False:
-                if name in required:
-                    raise self.fail(pointer(pointer(path, "properties"), name), "a required property is `false`")
-                continue
-            value = self.rule(sub, pointer(pointer(path, "properties"), name), f"{hint}-{name}")
+            where = pointer(pointer(path, "properties"), name)
+            if name in required:
+                value = self.rule(sub, where, f"{hint}-{name}")
+            else:
+                value = self.optional(sub, where, f"{hint}-{name}")
+                if value is None:
+                    forbidden.append(name)
+                    continue
             kvs[name] = self.r.add(f"{hint}-{name}-kv", f'{string_literal(name)} {ws} ":" {ws} {value}')
             names.append(name)
             req.append(name in required)
         missing = [r for r in required if r not in props]
         if missing:
             if extra is False:
-                raise self.fail(pointer(path, "required"),
+                raise self.empty(pointer(path, "required"),
                                 f"required properties {missing} are not allowed (additionalProperties is false)")
-            for r_name in missing:  # required but undeclared: any value, declared after the others
-                value = self.rule(extra, pointer(path, "additionalProperties"), f"{hint}-{r_name}")
-                kvs[r_name] = self.r.add(f"{hint}-{r_name}-kv", f'{string_literal(r_name)} {ws} ":" {ws} {value}')
+            for r_name in missing:  # required but undeclared: an additional value, declared after the others
+                kvs[r_name] = self.r.add(f"{hint}-{r_name}-kv",
+                                         f'{string_literal(r_name)} {ws} ":" {ws} {extra_value}')
                 names.append(r_name)
                 req.append(True)
         extra_kv = None
         if extra is not False:
-            value = self.rule(extra, pointer(path, "additionalProperties"), f"{hint}-additional")
-            key = self.r.add(f"{hint}-additional-key", string_except(names, self.r)) if names \
-                else self.r.primitive("string")
-            extra_kv = self.r.add(f"{hint}-additional-kv", f'{key} {ws} ":" {ws} {value}')
+            key = self.r.add(f"{hint}-additional-key", string_except(names + forbidden, self.r)) \
+                if names or forbidden else self.r.primitive("string")
+            extra_kv = self.r.add(f"{hint}-additional-kv", f'{key} {ws} ":" {ws} {extra_value}')
         # rest[i]: properties i.. after at least one was written, each starting with a comma; first[i]: the
         # members when the first one written is at index >= i. Both are built from the end; every 8th suffix of
         # rest becomes a rule of its own, so that the grammar grows linearly with the properties (and objects of

@@ -5,15 +5,30 @@ numerals between bounds (unambiguous alternatives of digits, one length at a tim
 from __future__ import annotations
 
 import json
+import math
 import re
+from decimal import Decimal
 
-from ..errors import GrammarError
-from .regex import JSON_RAW, Chars, char_class, emit, literal, minus
+from ..errors import GrammarError, NoDocumentError
+from .regex import Chars, complement, emit, json_chars, literal
 
 WS = '([ \\t] | "\\r"? "\\n" [ \\t]{0,40})?'
-INT_DIGITS = 16  # integer part of any number: at most this many digits
+# Digits are bounded, so that a model cannot loop on a number: the integer part of an unbounded number has at most
+# NUMBER_DIGITS (every integer a double can hold, bignums too), a bounded one INT_DIGITS, the fraction FRAC_DIGITS.
+NUMBER_DIGITS = 309
+INT_DIGITS = 16
 MAX_INT = 10 ** INT_DIGITS - 1
 FRAC_DIGITS = 18
+
+def _leap_minute(h: int, m: int) -> str:
+    """Second 60 of local minute h:m, and the offsets that put it at 23:59:60 UTC."""
+    t = 60 * h + m
+    ahead, behind = (t + 1) % 1440, 1439 - t
+    offsets = [f'"+{ahead // 60:02d}:{ahead % 60:02d}"', f'"-{behind // 60:02d}:{behind % 60:02d}"']
+    if t == 1439:
+        offsets.append("[Zz]")
+    return f'"{m:02d}:60" secfrac? ({" | ".join(offsets)})'
+
 
 # name -> body; bodies name other primitives by these exact names (reserved: schema-derived names avoid them).
 _PRIMITIVES = {
@@ -23,9 +38,10 @@ _PRIMITIVES = {
     "uescape": '[0-9a-cA-Ce-fE-F] hex{3} | [dD] [0-7] hex{2} | [dD] [89abAB] hex{2} "\\\\u" [dD] [c-fC-F] hex{2}',
     "char": '[^"\\\\\\x00-\\x1F\\x7F] | "\\\\" (["\\\\/bfnrt] | "u" uescape)',
     "string": '"\\"" char* "\\""',
-    "int-part": '"0" | [1-9] [0-9]{0,%d}' % (INT_DIGITS - 1),
+    "int-part": '"0" | [1-9] [0-9]{0,%d}' % (NUMBER_DIGITS - 1),
     "frac": '"." [0-9]{1,%d}' % FRAC_DIGITS,
-    "integer": '"-"? int-part',
+    "zero-frac": '"." "0"{1,%d}' % FRAC_DIGITS,  # 1.0 is an integer too (Python writes a whole float so)
+    "integer": '"-"? int-part zero-frac?',
     "number": '"-"? int-part frac? ([eE] [-+]? [0-9]{1,4})?',
     "boolean": '"true" | "false"',
     "null": '"null"',
@@ -33,18 +49,26 @@ _PRIMITIVES = {
     "member": 'string ws ":" ws value',
     "object": '"{" ws (member ("," ws member)* ws)? "}"',
     "array": '"[" ws (value ("," ws value)* ws)? "]"',
+    # February 29 only in leap years: the last two digits a multiple of 4 but not 00, or 00 after a multiple of 4.
     "date": ('[0-9]{4} "-" (("0" [13578] | "1" [02]) "-" ("0" [1-9] | [12] [0-9] | "3" [01])'
-             ' | ("0" [469] | "11") "-" ("0" [1-9] | [12] [0-9] | "30") | "02" "-" ("0" [1-9] | [12] [0-9]))'),
-    "time": ('([01] [0-9] | "2" [0-3]) ":" [0-5] [0-9] ":" ([0-5] [0-9] | "60") ("." [0-9]{1,9})?'
-             ' ([Zz] | [-+] ([01] [0-9] | "2" [0-3]) ":" [0-5] [0-9])'),
+             ' | ("0" [469] | "11") "-" ("0" [1-9] | [12] [0-9] | "30") | "02" "-" ("0" [1-9] | "1" [0-9] | "2" [0-8]))'
+             ' | ([0-9]{2} ([02468] [48] | [2468] "0" | [13579] [26]) | ([02468] [048] | [13579] [26]) "00") "-02-29"'),
+    "secfrac": '"." [0-9]{1,9}',
+    "time": ('([01] [0-9] | "2" [0-3]) ":" [0-5] [0-9] ":" [0-5] [0-9] secfrac?'
+             ' ([Zz] | [-+] ([01] [0-9] | "2" [0-3]) ":" [0-5] [0-9]) | leap-second'),
+    # A leap second is 23:59:60 UTC: at local time hh:mm only with the offset that makes it so (one ahead of UTC,
+    # one behind, for each minute of the day), so each hour's minutes are a rule of their own.
+    "leap-second": " | ".join(f'"{h:02d}:" leap-second-{h:02d}' for h in range(24)),
+    **{f"leap-second-{h:02d}": " | ".join(_leap_minute(h, m) for m in range(60)) for h in range(24)},
     "date-time": "date [Tt] time",
     "uuid": 'hex{8} "-" hex{4} "-" hex{4} "-" hex{4} "-" hex{12}',
 }
 _DEPS = {
-    "uescape": ["hex"], "char": ["uescape"], "string": ["char"], "integer": ["int-part"],
+    "uescape": ["hex"], "char": ["uescape"], "string": ["char"], "integer": ["int-part", "zero-frac"],
     "number": ["int-part", "frac"], "value": ["object", "array", "string", "number", "boolean", "null"],
     "member": ["string", "ws", "value"], "object": ["ws", "member"], "array": ["ws", "value"],
-    "date-time": ["date", "time"], "uuid": ["hex"],
+    "date-time": ["date", "time"], "uuid": ["hex"], "time": ["secfrac", "leap-second"],
+    "leap-second": [f"leap-second-{h:02d}" for h in range(24)],
 }
 FORMATS = {"date", "time", "date-time", "uuid"}
 RESERVED = set(_PRIMITIVES) | {"root"}
@@ -106,6 +130,42 @@ def repeat(item: str, lo: int, hi: int | None) -> str:
     return f"{item}{{{lo},{hi}}}"
 
 
+# ---------------------------------------------------------------------------------------------------- numbers
+def number_spellings(value: int | float) -> list[str]:
+    """The spellings serializers write for a number equal to `value`: Python's (`1.0` for a float one, `1e+16`),
+    JavaScript's (`1`, `1e+21`, `1e-7`) and the integer's digits, each only where it means exactly `value`."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise GrammarError(f"not a JSON number: {value!r}")
+    as_float = float(value)
+    if isinstance(value, float):  # a float equals every spelling that parses to it
+        forms = [repr(value), js_number(value)]
+    else:
+        forms = [str(value)] + [f for f in (repr(as_float), js_number(as_float)) if Decimal(f) == value]
+    if as_float.is_integer() and (isinstance(value, int) or abs(value) < 2 ** 53):
+        whole = int(value)
+        forms += [str(whole), f"{whole}.0"]
+    return list(dict.fromkeys(forms))
+
+
+def js_number(x: float) -> str:
+    """JavaScript's Number.prototype.toString: the shortest digits that round-trip, in exponent form from 1e21 up
+    and below 1e-6."""
+    if x == 0:
+        return "0"
+    sign = "-" if x < 0 else ""
+    _, digits, exp = Decimal(repr(abs(x))).normalize().as_tuple()
+    ds = "".join(map(str, digits))
+    k, n = len(ds), len(ds) + exp
+    if k <= n <= 21:
+        return sign + ds + "0" * (n - k)
+    if 0 < n <= 21:
+        return sign + ds[:n] + "." + ds[n:]
+    if -6 < n <= 0:
+        return sign + "0." + "0" * -n + ds
+    e = n - 1
+    return sign + ds[0] + ("." + ds[1:] if k > 1 else "") + ("e+" if e >= 0 else "e-") + str(abs(e))
+
+
 # ---------------------------------------------------------------------------------------------------- strings
 def string_literal(text: str) -> str:
     """GBNF for the JSON string `text` in each way a serializer commonly writes it: plain characters raw,
@@ -113,18 +173,23 @@ def string_literal(text: str) -> str:
     parts: list[str] = []
     run = '"'
     for ch in text:
-        cp = ord(ch)
-        if 0x20 <= cp < 0x7F and ch not in '"\\':
+        if 0x20 <= ord(ch) < 0x7F and ch not in '"\\':
             run += ch
             continue
-        parts.append(literal(run))
+        parts += [literal(run), _spelled(ch)]
         run = ""
-        if cp < 0x80:
-            parts.append(emit(Chars(((cp, cp),)), json_string=True))
-        else:
-            parts.append("(" + literal(ch) + " | " + _u_escapes(cp) + ")")
     parts.append(literal(run + '"'))
     return " ".join(p for p in parts if p != '""')
+
+
+def _spelled(ch: str) -> str:
+    """One character of a string literal: printable ASCII raw, the others in each of their common spellings."""
+    cp = ord(ch)
+    if 0x20 <= cp < 0x7F and ch not in '"\\':
+        return literal(ch)
+    if cp < 0x80:
+        return emit(Chars(((cp, cp),)), json_string=True)
+    return "(" + literal(ch) + " | " + _u_escapes(cp) + ")"
 
 
 def _hex_gbnf(h: str) -> str:
@@ -143,13 +208,14 @@ NEST_LEVELS = 32  # levels of string_except's trie written as nested groups befo
 
 
 def string_except(names: list[str], rules: Rules) -> str:
-    """A JSON string whose content is none of `names` (as written raw): a trie of the names that the string may
-    leave at any point. An escape spelling of a name (\\u0061 for "a") is not excluded."""
+    """A JSON string whose content is none of `names`, however it is spelled: a trie of the names' characters
+    that the string may leave at any point, by any spelling of any other character (\\u0061 leaves the trie
+    only where "a" would)."""
     char = rules.primitive("char")
     trie: dict = {}
     for n in names:
         node = trie
-        for ch in json.dumps(n, ensure_ascii=False)[1:-1]:
+        for ch in n:
             node = node.setdefault(ch, {})
         node[None] = True
     # Each node's expression once its children's are known, without recursion (a name can be thousands of
@@ -167,9 +233,9 @@ def string_except(names: list[str], rules: Rules) -> str:
         if not children:
             expression[id(node)], height[id(node)] = f"{char}+", 0  # a whole name: at least one more character
             continue
-        alts = [f"{literal(ch)} {expression[id(sub)]}" for ch, sub in children]
-        other = minus(JSON_RAW, tuple((ord(ch), ord(ch)) for ch, _ in children))
-        alts.append(f'({char_class(other)} | "\\\\" (["\\\\/bfnrt] | "u" uescape)) {char}*')
+        alts = [f"{json_chars(((ord(ch), ord(ch)),))} {expression[id(sub)]}" for ch, sub in children]
+        others = complement(tuple((ord(ch), ord(ch)) for ch, _ in children))
+        alts.append(f"{json_chars(others)} {char}*")
         body = "(" + " | ".join(alts) + ")"
         body = body if None in node else body + "?"
         level = 1 + max(height[id(sub)] for _, sub in children)
@@ -270,6 +336,6 @@ def number_range(lo, lo_x, hi, hi_x, rules: Rules) -> str:
         if hi is None or a < hi or (a == hi and not a_x and not hi_x):
             alts += _magnitudes(a, a_x, hi, bool(hi_x), rules)
     if not alts:
-        raise GrammarError("JSON schema: the number bounds admit no value")
+        raise NoDocumentError("JSON schema: the number bounds admit no value")
     return " | ".join(alts)
 

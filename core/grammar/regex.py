@@ -3,9 +3,10 @@
 Supported: literals, escapes (\\d \\w \\s and their negations, \\t \\n \\r \\f \\v \\xHH \\uHHHH, escaped punctuation),
 classes with ranges and negation, `.` (any character but a newline), groups (capturing, named, non-capturing),
 alternation, * + ? {m} {m,} {m,n} (lazy forms too: with a whole-string match they accept the same strings), and
-^ / $ at the very start / end. \\d \\w \\s are ASCII (JSON Schema patterns are ECMA-262, where they are ASCII; in
-Python this is `re.ASCII`). Refused with a GrammarError that names the construct: backreferences, lookaround,
-word boundaries, inline flags, atomic groups, possessive quantifiers, conditionals, anchors in the middle.
+^ / $ at the very start / end. As in ECMA-262 (JSON Schema's patterns), \\d and \\w are ASCII and \\s is Unicode's
+white space and line terminators (NBSP, U+2028, the BOM...). Refused with a GrammarError that names the construct:
+backreferences, lookaround, word boundaries, inline flags, atomic groups, possessive quantifiers, conditionals,
+anchors in the middle.
 
 A pattern is parsed once into a small tree; two emitters write it: as raw text (`regex_to_gbnf`, the whole reply
 matches the pattern) and as the content of a JSON string (JSON Schema `pattern`, where `"` `\\` and control
@@ -25,7 +26,9 @@ Ranges = tuple[tuple[int, int], ...]
 MAX_REPEAT = 10000  # the GBNF parser's own bound on {m,n}
 _DIGIT: Ranges = ((0x30, 0x39),)
 _WORD: Ranges = ((0x30, 0x39), (0x41, 0x5A), (0x5F, 0x5F), (0x61, 0x7A))
-_SPACE: Ranges = ((0x09, 0x0D), (0x20, 0x20))
+# ECMA-262's WhiteSpace and LineTerminator: Unicode's space separators, no-break spaces and the BOM with them.
+_SPACE: Ranges = ((0x09, 0x0D), (0x20, 0x20), (0xA0, 0xA0), (0x1680, 0x1680), (0x2000, 0x200A), (0x2028, 0x2029),
+                  (0x202F, 0x202F), (0x205F, 0x205F), (0x3000, 0x3000), (0xFEFF, 0xFEFF))
 _CLASS_ESCAPES = {"d": _DIGIT, "w": _WORD, "s": _SPACE}
 _CHAR_ESCAPES = {"t": 9, "n": 10, "r": 13, "f": 12, "v": 11, "a": 7, "0": 0}
 _REFUSED_ESCAPES = {
@@ -39,6 +42,11 @@ _REFUSED_ESCAPES = {
 @functools.lru_cache(maxsize=4096)
 def _complement(ranges: Ranges) -> Ranges:
     return tuple(normalize(list(ranges), negate=True))
+
+
+def complement(ranges: Ranges) -> Ranges:
+    """Every code point that is not in `ranges`."""
+    return _complement(tuple(normalize(list(ranges))))
 
 
 def _union(*sets: Ranges) -> Ranges:
@@ -227,6 +235,10 @@ class _Parser:
             return ((cp, cp),)
         if in_class and c == "b":
             return ((8, 8),)
+        if c == "c" and self.peek().isascii() and self.peek().isalpha():  # ECMA-262's control escape: \cJ is \n
+            cp = ord(self.peek()) % 32
+            self.i += 1
+            return ((cp, cp),)
         if c in _CHAR_ESCAPES and not (c == "0" and self.peek().isdigit()):
             cp = _CHAR_ESCAPES[c]
             return ((cp, cp),)
@@ -337,34 +349,72 @@ def char_class(ranges: Ranges) -> str:
     return "[" + body + "".join(part(lo, hi) for lo, hi in use) + "]"
 
 
-# Inside a JSON string: which characters may appear raw, and how the others are escaped.
+# Inside a JSON string: which characters may appear raw, and how they are escaped.
 JSON_RAW: Ranges = _complement(((0x00, 0x1F), (0x22, 0x22), (0x5C, 0x5C), (0x7F, 0x7F)))
-_SHORT_ESCAPES = {0x22: '\\"', 0x5C: "\\\\", 0x08: "\\b", 0x0C: "\\f", 0x0A: "\\n", 0x0D: "\\r", 0x09: "\\t"}
+_SHORT_ESCAPES = {0x22: '\\"', 0x5C: "\\\\", 0x2F: "\\/", 0x08: "\\b", 0x0C: "\\f", 0x0A: "\\n", 0x0D: "\\r",
+                  0x09: "\\t"}
+_U = '"\\\\u"'  # GBNF for the two characters \u
 
 
-def _unicode_escapes(cps: list[int]) -> list[str]:
-    """GBNF for the \\uXXXX forms of these code points (all below U+0100), hex digits in either case."""
-    by_prefix: dict[str, list[str]] = {}
-    for cp in cps:
-        h = f"{cp:04x}"
-        by_prefix.setdefault(h[:3], []).append(h[3])
+def _hex_digits(a: int, b: int) -> str:
+    """One hex digit from a to b, letters in either case."""
+    ranges = [(ord("0") + x, ord("0") + x) for x in range(a, min(b, 9) + 1)]
+    ranges += [(c + x - 10, c + x - 10) for x in range(max(a, 10), b + 1) for c in (ord("a"), ord("A"))]
+    return char_class(tuple(ranges))
+
+
+@functools.lru_cache(maxsize=4096)
+def _hex(lo: int, hi: int, width: int) -> str:
+    """`width` hex digits spelling a number from lo to hi, as unambiguous alternatives."""
+    if width == 1:
+        return _hex_digits(lo, hi)
+    unit = 16 ** (width - 1)
+    (a, ra), (b, rb) = divmod(lo, unit), divmod(hi, unit)
+    if a == b:
+        return f"{_hex_digits(a, a)} {_group(_hex(ra, rb, width - 1))}"
+    alts = []
+    if ra:  # the first digit's partial range, then the whole ones between, then the last digit's
+        alts.append(f"{_hex_digits(a, a)} {_group(_hex(ra, unit - 1, width - 1))}")
+        a += 1
+    whole_b = b if rb == unit - 1 else b - 1
+    if a <= whole_b:
+        alts.append(f"{_hex_digits(a, whole_b)} {_hex_digits(0, 15)}{{{width - 1}}}")
+    if whole_b < b:
+        alts.append(f"{_hex_digits(b, b)} {_group(_hex(0, rb, width - 1))}")
+    return " | ".join(alts)
+
+
+def _group(expr: str) -> str:
+    return f"({expr})" if "|" in expr else expr
+
+
+def _unicode_escapes(ranges: Ranges) -> list[str]:
+    """The \\uXXXX spellings of the code points in `ranges`: surrogate pairs past U+FFFF."""
     out = []
-    for prefix, last in by_prefix.items():
-        digits = sorted(set("".join(d + d.upper() for d in last)))
-        cls = digits[0] if len(digits) == 1 else "[" + "".join(digits) + "]"
-        out.append(literal("\\u" + prefix) + " " + (literal(cls) if len(digits) == 1 else cls))
+    for lo, hi in minus(ranges, ((0xD800, 0xDFFF),)):
+        if lo <= 0xFFFF:
+            out.append(f"{_U} {_group(_hex(lo, min(hi, 0xFFFF), 4))}")
+        if hi < 0x10000:
+            continue
+        (ha, la), (hb, lb) = (divmod(max(lo, 0x10000) - 0x10000, 0x400), divmod(hi - 0x10000, 0x400))
+        pairs = [(ha, ha, la, lb)] if ha == hb else [(ha, ha, la, 0x3FF), (ha + 1, hb - 1, 0, 0x3FF), (hb, hb, 0, lb)]
+        for h0, h1, l0, l1 in pairs:
+            if h0 <= h1:
+                out.append(f"{_U} {_group(_hex(0xD800 + h0, 0xD800 + h1, 4))} "
+                           f"{_U} {_group(_hex(0xDC00 + l0, 0xDC00 + l1, 4))}")
     return out
 
 
-def _json_chars(ranges: Ranges) -> str:
-    """One character from `ranges`, written as it appears inside a JSON string."""
+def json_chars(ranges: Ranges) -> str:
+    """One character from `ranges` as a JSON string may spell it: raw where JSON allows, short escapes
+    (\\n, \\", \\/ ...), and \\u escapes in either case (a surrogate pair past U+FFFF). Exact: every spelling
+    of those characters and of no other."""
     alts = []
     raw = _intersect(ranges, JSON_RAW)
     if raw:
         alts.append(char_class(raw))
-    escaped = [cp for lo, hi in minus(ranges, JSON_RAW) for cp in range(lo, hi + 1)]
-    alts += [literal(_SHORT_ESCAPES[cp]) for cp in escaped if cp in _SHORT_ESCAPES]
-    alts += _unicode_escapes(escaped)
+    alts += [literal(_SHORT_ESCAPES[cp]) for cp in sorted(_SHORT_ESCAPES) if _intersect(ranges, ((cp, cp),))]
+    alts += _unicode_escapes(ranges)
     return alts[0] if len(alts) == 1 else "(" + " | ".join(alts) + ")"
 
 
@@ -377,7 +427,7 @@ def _single(node) -> str | None:
 def emit(node, json_string: bool) -> str:
     """GBNF for the tree: raw text, or (json_string) the characters as written inside a JSON string."""
     if isinstance(node, Chars):
-        return _json_chars(node.ranges) if json_string else char_class(node.ranges)
+        return json_chars(node.ranges) if json_string else char_class(node.ranges)
     if isinstance(node, Alt):
         return "(" + " | ".join(emit(o, json_string) or '""' for o in node.options) + ")"
     if isinstance(node, Repeat):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import re
 
-from ..errors import GrammarError, UnsupportedSchemaError
+from ..errors import GrammarError, NoDocumentError, UnsupportedSchemaError
 
 ANNOTATIONS = {
     "title", "description", "examples", "default", "$schema", "$id", "id", "$comment", "deprecated", "readOnly",
@@ -67,9 +67,13 @@ class SchemaDocument:
         self.unsupported: list[str] = []
         self.inlining: list[str] = []  # $refs being merged into an allOf, to refuse an endless merge
 
-    def fail(self, path: str, message: str) -> GrammarError:
-        return GrammarError(f"JSON schema at {path or '/'} (root): {message}" if not path else
-                            f"JSON schema at {path}: {message}")
+    def fail(self, path: str, message: str, kind: type[GrammarError] = GrammarError) -> GrammarError:
+        return kind(f"JSON schema at / (root): {message}" if not path else f"JSON schema at {path}: {message}")
+
+    def empty(self, path: str, message: str) -> NoDocumentError:
+        """The error for a (sub)schema that no document satisfies: where a document may do without it (an
+        alternative, an optional property, an array position) it is left out instead."""
+        return self.fail(path, message, NoDocumentError)
 
     def refuse(self, path: str) -> None:
         if path not in self.unsupported:
@@ -106,7 +110,7 @@ class SchemaDocument:
             if part is True:
                 return
             if part is False:
-                raise self.fail(where, "allOf contains `false`: no document can match")
+                raise self.empty(where, "allOf contains `false`: no document can match")
             if not isinstance(part, dict):
                 raise self.fail(where, "a schema must be an object or a boolean")
             part = dict(part)
@@ -131,7 +135,7 @@ class SchemaDocument:
         objects = [p for p in flat if TYPE_KEYWORDS["object"] & set(p)]
         for p in flat:
             for k, v in p.items():
-                if k in ANNOTATIONS or k in CONTAINERS or k in ("properties", "additionalProperties"):
+                if k in ANNOTATIONS or k in CONTAINERS or k in ("properties", "additionalProperties") or k in _ITEMS:
                     continue
                 if k not in out:
                     out[k] = v
@@ -143,7 +147,7 @@ class SchemaDocument:
                     both = (a & b) | ({"integer"} if ("integer" in a and "number" in b) or
                                       ("number" in a and "integer" in b) else set())
                     if not both:
-                        raise self.fail(path, "allOf parts have no type in common")
+                        raise self.empty(path, "allOf parts have no type in common")
                     out[k] = sorted(both) if len(both) > 1 else next(iter(both))
                 elif k == "required":
                     out[k] = list(dict.fromkeys(list(out[k]) + list(v)))
@@ -156,10 +160,9 @@ class SchemaDocument:
                 elif k in ("exclusiveMinimum", "exclusiveMaximum") and not isinstance(v, bool) \
                         and not isinstance(out[k], bool):
                     out[k] = max(out[k], v) if k == "exclusiveMinimum" else min(out[k], v)
-                elif k == "items" and isinstance(v, dict) and isinstance(out[k], dict):
-                    out[k] = {"allOf": [out[k], v]}
                 else:
                     self.refuse(pointer(path, k))
+        out.update(_merged_items([p for p in flat if _ITEMS & set(p)]))
         if objects:
             names = list(dict.fromkeys(n for p in objects for n in p.get("properties", {})))
             props = {}
@@ -231,6 +234,34 @@ class SchemaDocument:
             elif isinstance(sub, dict) and isinstance(sub.get("enum"), list):
                 keys[n] = frozenset(json.dumps(v, sort_keys=True) for v in sub["enum"])
         return types, keys
+
+
+_ITEMS = {"items", "prefixItems", "additionalItems"}
+
+
+def _merged_items(parts: list[dict]) -> dict:
+    """The element schemas of arrays that match all of `parts`: element i must match what each part says of its
+    element i (its prefixItems[i], else its items), so the parts' tuples are merged position by position; a part's
+    `items` never applies to another part's tuple."""
+    if len(parts) <= 1:
+        return {k: v for p in parts for k, v in p.items() if k in _ITEMS}
+    tuples, rests = [], []
+    for p in parts:
+        if isinstance(p.get("items"), list):  # drafts 4-7: a tuple in items, the rest in additionalItems
+            tuples.append(p["items"])
+            rests.append(p.get("additionalItems", True))
+        else:
+            tuples.append(p.get("prefixItems", []))
+            rests.append(p.get("items", True))
+
+    def all_of(schemas: list):
+        if any(s is False for s in schemas):
+            return False
+        schemas = [s for s in schemas if s is not True]
+        return True if not schemas else schemas[0] if len(schemas) == 1 else {"allOf": schemas}
+    longest = max(len(t) for t in tuples)
+    prefix = [all_of([t[i] if i < len(t) else r for t, r in zip(tuples, rests)]) for i in range(longest)]
+    return {"prefixItems": prefix, "items": all_of(rests)} if prefix else {"items": all_of(rests)}
 
 
 def _types_overlap(a: set, b: set) -> bool:

@@ -257,3 +257,50 @@ def test_number_ranges_against_comparison():
             v = rng.choice([rng.randint(lo - 3, hi + 3), round(rng.uniform(lo - 3, hi + 3), rng.randint(1, 4))])
             for text in {json.dumps(v), f"{v}.0" if isinstance(v, int) else json.dumps(v)}:
                 assert accepts(g, text) == check.is_valid(json.loads(text)), (schema, text)
+
+
+# Cases the JSON-Schema-Test-Suite does not list (tests/unit/test_json_schema_suite.py runs the suite): each document
+# as raw JSON text, the grammar's answer against jsonschema's (formats asserted).
+SPELLED = {"type": "object", "properties": {"foo": {"type": "integer"}, 'a"b': {"type": "integer"},
+                                            "é": {"type": "integer"}, "x\ny": {"type": "integer"},
+                                            "gone": False},
+           "additionalProperties": {"type": "string"}}
+HIDDEN = [
+    (SPELLED, ['{"foo": 1}', '{"\\u0066oo": "x"}', '{"\\u0066OO": "x"}', '{"fo": "x"}', '{"\\u0066o": "x"}',
+               '{"a\\"b": "x"}', '{"a\\u0022b": "x"}', '{"\\u00e9": "x"}', '{"\\u00E9": "x"}', '{"é": 1}',
+               '{"x\\ny": "x"}', '{"x\\u000ay": "x"}', '{"gone": "x"}', '{"\\u0067one": "x"}', '{"gonE": "x"}',
+               '{"foo": 1, "\\u0066oo": "x"}', '{"\\ud83d\\ude00": "x"}']),
+    ({"minimum": 3}, ['"x"', "[1]", "5", "2", "null", "{}", "2.5", "3.0"]),
+    ({"required": ["a"], "maxLength": 1}, ["[]", '"x"', '"xy"', "{}", '{"a": 1}', "7"]),
+    ({"allOf": [{"items": {"type": "integer"}}, {"prefixItems": [{"type": "string"}]}]}, ["[]", '["a"]', "[1]"]),
+    ({"allOf": [{"prefixItems": [{"type": "integer"}]}, {"items": {"minimum": 0}}]},
+     ["[1, 2]", "[-1]", "[1, -2]", '["a"]', '[1, "a"]', "[]"]),
+    ({"anyOf": [{"allOf": [{"properties": {"a": {"type": "integer"}}}, {"properties": {"a": {"minimum": 2}}}]},
+                {"type": "string"}]}, ['{"a": 1}', '{"a": 2}', '"s"', '{"a": "x"}', "[]"]),
+    ({"type": "string", "pattern": "^é+$"}, ['"éé"', '"\\u00e9\\u00E9"', '"e"', '"\\u0065"']),
+    ({"type": "string", "pattern": "^\\s$"}, ['"\\u00a0"', '"\\u2029"', '" "', '"x"', '"\\u200b"']),
+    ({"type": "string", "pattern": "^🐲$"}, ['"🐲"', '"\\ud83d\\udc32"', '"\\uD83D\\uDC32"', '"\\ud83d\\udc33"']),
+    ({"type": "integer"}, ["1", "1.0", "-7.00", "1.5", '"1"']),
+    ({"const": 1}, ["1", "1.0", "true", "1.5"]),
+    ({"enum": [0.5, 2.0, {"k": [1]}]}, ["0.5", "2", "2.0", '{"k": [1.0]}', '{"k": [1]}', "0.25"]),
+    ({"type": "string", "format": "date"}, ['"2024-02-29"', '"2023-02-29"', '"1900-02-29"', '"2000-02-29"',
+                                            '"2023-04-31"', '"2023-12-31"']),
+]
+
+
+@pytest.mark.parametrize("schema, documents", HIDDEN, ids=[json.dumps(s)[:40] for s, _ in HIDDEN])
+def test_the_grammar_answers_as_the_validator_does(schema, documents):
+    grammar = Grammar.parse(schema_to_gbnf(schema))
+    formats = jsonschema.validators.validator_for(schema)(schema, format_checker=jsonschema.FormatChecker())
+    for text in documents:
+        assert accepts(grammar, text) == formats.is_valid(json.loads(text)), (schema, text)
+
+
+def test_leap_seconds_only_at_23_59_60_utc():
+    # RFC 3339: second 60 is a leap second, which happens at 23:59:60 UTC (the validator's checker refuses them all)
+    grammar = Grammar.parse(schema_to_gbnf({"type": "string", "format": "time"}))
+    for text, ok in [("23:59:60Z", True), ("23:59:60+00:00", True), ("23:59:60-00:00", True), ("22:59:60Z", False),
+                     ("23:58:60Z", False), ("00:59:60+01:00", True), ("00:59:60-01:00", False),
+                     ("15:59:60.25-08:00", True), ("15:59:60-07:00", False), ("00:00:60+00:01", True),
+                     ("23:59:59Z", True), ("12:00:00.5z", True), ("24:00:00Z", False), ("23:60:00Z", False)]:
+        assert accepts(grammar, json.dumps(text)) == ok, text

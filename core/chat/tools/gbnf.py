@@ -46,6 +46,8 @@ class GrammarBuilder:
         """The rule for the JSON arguments object of one tool."""
         self._count += 1
         schema = tool["function"].get("parameters") or {"type": "object"}
+        if isinstance(schema, dict) and "type" not in schema:
+            schema = {**schema, "type": "object"}  # arguments are an object, whatever else the schema allows
         try:
             return self._schemas.add(schema, f"tc-args-{self._count}")
         except UnsupportedSchemaError as exc:   # say which tool: the pointers are inside its parameters
