@@ -91,7 +91,7 @@ class _Converter(SchemaDocument):
         if "$ref" in schema:
             if constraining - {"$ref"}:
                 rest = {k: v for k, v in schema.items() if k != "$ref"}
-                return self.visit(self.merge([{"$ref": schema["$ref"]}, rest], path), path, hint)
+                return self.visit(self.merge([rest, {"$ref": schema["$ref"]}], path), path, hint)
             return self.ref_rule(schema["$ref"], pointer(path, "$ref"))
         if "allOf" in schema:
             parts = schema["allOf"]
@@ -513,7 +513,7 @@ class SchemaRules:
         self._rules.rules[name] = "\0pending " + name
         conv = _Converter(self._rules, schema, prefix=prefix)
         try:
-            body = conv.visit(schema, "", conv.hint(""))
+            body = conv.visit(conv.doc, "", conv.hint(""))
             if conv.unsupported:
                 raise UnsupportedSchemaError(
                     "JSON schema keywords that constrain documents but are not supported: "

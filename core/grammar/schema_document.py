@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import urllib.parse
 
 from ..errors import GrammarError, NoDocumentError, UnsupportedSchemaError
 
@@ -59,11 +60,80 @@ def types_match(value, types: set[str]) -> bool:
     return t in types or (t == "integer" and "number" in types)
 
 
+# Keywords whose values are data, not subschemas: an "$id" or "$ref" inside them is a value like any other.
+_DATA = {"enum", "const", "default", "examples", "example", "$comment", "title", "description"}
+BASE = "https://schema.invalid/root.json"  # the base URI of a schema without an $id of its own
+
+
+def _join(base: str, ref: str) -> str:
+    """`ref` resolved against `base` (RFC 3986; a URN base takes fragments only)."""
+    if ref.startswith("#"):
+        return urllib.parse.urldefrag(base)[0] + ref
+    return urllib.parse.urljoin(base, ref)
+
+
+def _token(key) -> str:
+    return str(key).replace("~", "~0").replace("/", "~1").replace("%", "%25")
+
+
+def with_local_refs(document):
+    """A copy of `document` whose every $ref that names a schema inside it (by a URI relative to the `$id`s around
+    it, an `$anchor` or a `$dynamicAnchor`, which is one too, or a pointer into the resource it is in) is rewritten
+    as the JSON pointer '#/...' from the root; refs to documents elsewhere are left as they are (and refused)."""
+    resources: dict[str, object] = {}
+    anchors: dict[str, object] = {}
+    where: dict[int, str] = {}  # id(node) -> its JSON pointer from the root
+    refs: list[tuple[dict, str]] = []  # (copied node holding a $ref, the URI it names)
+    if not isinstance(document, dict):
+        return document
+    # A worklist, not recursion: documents may nest deeper than Python's stack (the converter refuses them later,
+    # at their path).
+    top: list = [None]
+    pending: list = [(document, top, 0, "", BASE)]
+    while pending:
+        node, parent, key, pointer, base = pending.pop()
+        if isinstance(node, list):
+            parent[key] = out = [None] * len(node)
+            pending += [(v, out, i, f"{pointer}/{i}", base) for i, v in enumerate(node)]
+            continue
+        if not isinstance(node, dict):
+            parent[key] = node
+            continue
+        if isinstance(node.get("$id"), str):
+            base = urllib.parse.urldefrag(_join(base, node["$id"]))[0]
+            resources.setdefault(base, node)
+        for name in ("$anchor", "$dynamicAnchor"):
+            if isinstance(node.get(name), str):
+                anchors.setdefault(f"{base}#{node[name]}", node)
+        where[id(node)] = pointer
+        parent[key] = out = {}
+        for k, v in node.items():
+            out[k] = v
+            if k not in _DATA and isinstance(v, (dict, list)):
+                pending.append((v, out, k, f"{pointer}/{_token(k)}", base))
+        if isinstance(node.get("$ref"), str):  # "#/..." too: it points into the resource the node is in
+            refs.append((out, _join(base, node["$ref"])))
+    root = top[0]
+    resources.setdefault(BASE, document)
+    for node, uri in refs:
+        resource, fragment = urllib.parse.urldefrag(uri)
+        target = anchors.get(uri) if fragment and not fragment.startswith("/") else resources.get(resource)
+        if target is None:
+            continue
+        pointer = where.get(id(target))
+        if pointer is None:
+            continue
+        if fragment.startswith("/"):
+            pointer += fragment  # a pointer inside the resource, escaped as the $ref wrote it
+        node["$ref"] = "#" + pointer
+    return root
+
+
 class SchemaDocument:
     """One schema document being converted: what it refers to, and the constraining keywords refused so far."""
 
     def __init__(self, document) -> None:
-        self.doc = document
+        self.doc = with_local_refs(document)
         self.unsupported: list[str] = []
         self.inlining: list[str] = []  # $refs being merged into an allOf, to refuse an endless merge
 
