@@ -20,8 +20,8 @@ MAX_DEPTH = 64
 # Keywords that constrain documents and that this converter does not enforce.
 UNSUPPORTED = {
     "multipleOf", "contains", "minContains", "maxContains", "patternProperties", "propertyNames",
-    "minProperties", "maxProperties", "dependentRequired", "dependentSchemas", "dependencies", "if", "then",
-    "else", "not", "unevaluatedItems", "$dynamicRef", "$recursiveRef", "contentSchema",
+    "minProperties", "maxProperties", "dependentRequired", "dependentSchemas", "dependencies",
+    "unevaluatedItems", "$dynamicRef", "$recursiveRef", "contentSchema",
 }
 NO_OP_VALUES = {"uniqueItems": False, "unevaluatedProperties": True, "additionalItems": True}
 TYPES = ("object", "array", "string", "integer", "number", "boolean", "null")
@@ -184,6 +184,9 @@ class SchemaDocument:
             if not isinstance(part, dict):
                 raise self.fail(where, "a schema must be an object or a boolean")
             part = dict(part)
+            if "if" not in part or ("then" not in part and "else" not in part):
+                for key in ("if", "then", "else"):  # alone, each constrains nothing: never merge them with others
+                    part.pop(key, None)
             if "$ref" in part:
                 ref = part.pop("$ref")
                 if ref in self.inlining:
