@@ -8,6 +8,7 @@ import threading
 from pathlib import Path
 
 import toga
+from toga.platform import get_backend
 from toga.style import Pack
 
 from llmchat.errors import LLMChatError
@@ -16,6 +17,7 @@ from .conversations import CUT, DONE, FAILED, STOPPED, WRITING, ConversationStor
 from .device_report import adapter_lines, fit, storage_line
 from .downloads import download
 from .engine_thread import ChatSettings, EngineThread
+from .gtk_compat import apply as apply_gtk_compat
 from .platform import PHONES, android_native_lib_dir, configure_wgpu_library, device_kind
 from .store import ModelStore, human
 
@@ -380,4 +382,5 @@ class LLMChatApp(toga.App):
 
 
 def main(**kwargs) -> LLMChatApp:
+    apply_gtk_compat(get_backend())
     return LLMChatApp("LLMChat", "org.llmchat.llmchat_app", **kwargs)
