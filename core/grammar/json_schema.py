@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import re
+from decimal import Decimal
 
 from ..errors import GrammarError, NoDocumentError, UnsupportedSchemaError
 from .grammar import MAX_STACKS
@@ -362,13 +363,10 @@ class _Converter(SchemaDocument):
         if lo is None and hi is None:
             return self.r.primitive("number")
         for key, v in (("minimum", lo), ("maximum", hi)):
-            if v is not None and not float(v).is_integer():
-                keys = [k for k in (key, "exclusive" + key[0].upper() + key[1:]) if schema.get(k) == v]
-                for k in keys:
-                    self.refuse(pointer(path, k))
-                return self.r.primitive("number")
-        return "(" + number_range(None if lo is None else int(lo), lo_x, None if hi is None else int(hi), hi_x,
-                                  self.r) + ")"
+            if v is not None and not math.isfinite(v):
+                raise self.fail(pointer(path, key), f"{key} must be a finite number")
+        exact = [None if v is None else Decimal(v) if isinstance(v, int) else Decimal(repr(v)) for v in (lo, hi)]
+        return "(" + number_range(exact[0], lo_x, exact[1], hi_x, self.r) + ")"
 
     def count(self, schema: dict, key: str, path: str, default: int | None = None) -> int | None:
         """A length bound: a non-negative integer (2.0 is one too)."""

@@ -307,18 +307,79 @@ def int_range(lo: int, hi: int) -> str:
     return " | ".join(f"({x})" if "|" in x and len(alts) > 1 else x for x in alts)
 
 
-def _magnitudes(a: int, a_x: bool, b: int | None, b_x: bool, rules: Rules) -> list[str]:
-    """Plain decimals m (no sign, no exponent) with a <= m <= b (exclusive where flagged; b None: unbounded)."""
+def _split(x) -> tuple[int, str]:
+    """A non-negative bound's integer part and its fraction's digits, without trailing zeros."""
+    whole = int(x)
+    digits = format(Decimal(x) - whole, "f").partition(".")[2].rstrip("0")
+    return whole, digits
+
+
+def _fraction(lo: str, lo_x: bool, hi: str | None, hi_x: bool) -> str | None:
+    """An optional fraction `.ddd` (at most FRAC_DIGITS digits, none meaning .0) whose value lies between 0.lo and
+    0.hi (hi None: below 1), exclusive where flagged; None if no fraction does. Digit by digit, each position
+    knowing whether the digits so far equal lo's and hi's (a digit-wise comparison, so trailing zeros are equal)."""
+    def digit(s: str, i: int) -> int:
+        return int(s[i]) if i < len(s) else 0
+
+    def stop_ok(i: int, tight_lo: bool, tight_hi: bool) -> bool:  # the digits end here: the rest are zeros
+        if tight_lo and (lo[i:].strip("0") or lo_x):
+            return False  # below lo, or equal to an exclusive lo
+        return not (tight_hi and hi is not None and not hi[i:].strip("0") and hi_x)
+
+    def after(i: int, tight_lo: bool, tight_hi: bool) -> str | None:
+        """The digits from position i on (at least one when i is 0), or None where none satisfy the bounds."""
+        if not tight_lo and not tight_hi:
+            return repeat("[0-9]", 1 if i == 0 else 0, FRAC_DIGITS - i) if i < FRAC_DIGITS else ""
+        options = []
+        if i < FRAC_DIGITS:
+            d_lo = digit(lo, i) if tight_lo else 0
+            d_hi = digit(hi, i) if tight_hi else 9
+            if d_lo > d_hi:
+                groups = []
+            elif d_lo == d_hi:
+                groups = [(d_lo, d_lo, tight_lo, tight_hi)]
+            else:  # lo's digit (still tight on lo), the digits between (free), hi's digit (still tight on hi)
+                groups = [(d_lo, d_lo, tight_lo, False), (d_lo + 1, d_hi - 1, False, False), (d_hi, d_hi, False, tight_hi)]
+            for d0, d1, next_lo, next_hi in groups:
+                if d0 > d1:
+                    continue
+                tail = after(i + 1, next_lo, next_hi)
+                if tail is not None:
+                    head = f"[{d0}]" if d0 == d1 else f"[{d0}-{d1}]"
+                    options.append(f"{head} {tail}".strip() if "|" not in tail else f"{head} ({tail})")
+        stop = i > 0 and stop_ok(i, tight_lo, tight_hi)
+        if not options:
+            return "" if stop else None
+        body = " | ".join(options)
+        return f"({body})?" if stop else body
+
+    digits = after(0, True, hi is not None)
+    zero_ok = stop_ok(0, True, hi is not None)
+    if digits is None:
+        return "" if zero_ok else None
+    return f'("." ({digits}))?' if zero_ok else f'"." ({digits})'
+
+
+def _magnitudes(a, a_x: bool, b, b_x: bool, rules: Rules) -> list[str]:
+    """Plain decimals m (no sign, no exponent) with a <= m <= b (exclusive where flagged; b None: unbounded up to
+    MAX_INT's digits); a and b are integers or Decimals."""
     frac = rules.primitive("frac")
-    top = MAX_INT if b is None else b
-    alts = []
-    lo_i, hi_i = (a + 1 if a_x else a), (top if b is None else top - 1)
-    if lo_i <= hi_i:
-        alts.append(f"({uint_range(lo_i, hi_i)}) {frac}?")
-    if a_x and (b is None or a < b):
-        alts.append(f'{literal(str(a))} "." "0"{{0,{FRAC_DIGITS - 1}}} [1-9] [0-9]{{0,{FRAC_DIGITS - 1}}}')
-    if b is not None and not b_x and b >= a and not (a_x and a == b):
-        alts.append(f'{literal(str(b))} ("." "0"{{1,{FRAC_DIGITS}}})?')
+    (whole_a, frac_a), alts = _split(a), []
+    if b is None:
+        alts.append(f"{literal(str(whole_a))} {_fraction(frac_a, a_x, None, False)}".strip())
+        if whole_a < MAX_INT:
+            alts.append(f"({uint_range(whole_a + 1, MAX_INT)}) {frac}?")
+        return alts
+    whole_b, frac_b = _split(b)
+    if whole_a == whole_b:
+        part = _fraction(frac_a, a_x, frac_b, b_x)
+        return [] if part is None else [f"{literal(str(whole_a))} {part}".strip()]
+    alts.append(f"{literal(str(whole_a))} {_fraction(frac_a, a_x, None, False)}".strip())
+    if whole_a + 1 <= whole_b - 1:
+        alts.append(f"({uint_range(whole_a + 1, whole_b - 1)}) {frac}?")
+    top = _fraction("", False, frac_b, b_x)
+    if top is not None:
+        alts.append(f"{literal(str(whole_b))} {top}".strip())
     return alts
 
 

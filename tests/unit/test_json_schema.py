@@ -187,7 +187,7 @@ UNSUPPORTED = [
      ["/$defs/a/multipleOf"]),
     ({"type": "string", "pattern": "^a+$", "maxLength": 4}, ["/pattern", "/maxLength"]),
     ({"oneOf": [{"type": "integer"}, {"type": "number"}]}, ["/oneOf"]),
-    ({"type": "number", "minimum": 0.5}, ["/minimum"]),
+    ({"type": "array", "contains": {"const": 1}, "maxContains": 2}, ["/contains", "/maxContains"]),
     ({"type": "object", "unevaluatedProperties": False, "dependentRequired": {"a": ["b"]}},
      ["/unevaluatedProperties", "/dependentRequired"]),
 ]
@@ -283,6 +283,8 @@ HIDDEN = [
     ({"type": "integer"}, ["1", "1.0", "-7.00", "1.5", '"1"']),
     ({"const": 1}, ["1", "1.0", "true", "1.5"]),
     ({"enum": [0.5, 2.0, {"k": [1]}]}, ["0.5", "2", "2.0", '{"k": [1.0]}', '{"k": [1]}', "0.25"]),
+    ({"minimum": 1.1, "exclusiveMaximum": 2.25}, ["1.1", "1.10", "1.09", "2.25", "2.249", "1.5", "2", '"x"']),
+    ({"type": "number", "exclusiveMinimum": -0.5, "maximum": 0.125}, ["-0.5", "-0.4999", "0", "0.125", "0.1251"]),
     ({"not": {"type": "null"}}, ["null", "1", '"x"', "{}"]),
     ({"not": {"type": "integer"}}, ["1", "1.5", "1.0", '"x"', "-0.25", "[]"]),
     ({"not": {"required": ["a"]}}, ["{}", '{"a": 1}', '{"b": 2}', "[]"]),
