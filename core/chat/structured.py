@@ -7,6 +7,7 @@ Structured output comes in several dialects and all of them end up as one gramma
     response_format {"type": "json_object"}                         any JSON object
     response_format {"type": "json_object", "schema": "<json>"}     WebLLM's spelling of a schema
     response_format {"type": "json_schema", "json_schema": {"name", "schema", "strict"}}     OpenAI's
+                                                    ("strict": false: best effort, see structured_constraint)
     response_format {"type": "grammar", "grammar": "<GBNF>"}         llama.cpp's GBNF dialect
     response_format {"type": "regex", "regex": "<pattern>"}
     grammar="<GBNF>" / json_schema={...}                             llama-server's top-level fields
@@ -24,7 +25,7 @@ from typing import Any
 from .template import ChatTemplate, template_variables
 from ..errors import FieldError, GrammarError
 from ..grammar import Constraint, Grammar, VocabIndex
-from ..grammar.json_schema import json_object_gbnf, schema_to_gbnf
+from ..grammar.json_schema import SchemaRules, json_object_gbnf, schema_to_gbnf
 from ..grammar.regex import regex_to_gbnf
 from ..tokenizer.tokenizer import Tokenizer
 from .tools import ReplyParser, reasoning_parser, tool_format_for
@@ -32,16 +33,10 @@ from .tools import ReplyParser, reasoning_parser, tool_format_for
 
 def structured_constraint(tokenizer: Tokenizer, response_format: Any = None, *, grammar: Any = None,
                           json_schema: Any = None) -> Constraint | None:
-    """The constraint a request's structured-output fields ask for; None for free text."""
-    found = response_grammar(tokenizer, response_format, grammar=grammar, json_schema=json_schema)
-    return None if found is None else Constraint(found)
-
-
-def response_grammar(tokenizer: Tokenizer, response_format: Any = None, *, grammar: Any = None,
-                     json_schema: Any = None) -> Grammar | None:
-    """The grammar a request's structured-output fields ask for; None for free text. Raises FieldError naming
+    """The constraint a request's structured-output fields ask for; None for free text. Raises FieldError naming
     the field for malformed ones, GrammarError/UnsupportedSchemaError for grammars and schemas that cannot be
-    enforced."""
+    enforced. A json_schema with "strict": false is best effort: keywords no grammar enforces are left out and
+    named in the constraint's `unenforced`, which the answer reports."""
     given = [name for name, value in (("response_format", response_format), ("grammar", grammar),
                                        ("json_schema", json_schema)) if value is not None]
     if response_format is not None and _format_type(response_format) == "text":
@@ -51,11 +46,14 @@ def response_grammar(tokenizer: Tokenizer, response_format: Any = None, *, gramm
     if not given:
         return None
     try:
+        unenforced: tuple[str, ...] = ()
         if grammar is not None:
-            return parse_grammar(_string(grammar, "grammar"), tokenizer)
-        if json_schema is not None:
-            return parse_grammar(schema_to_gbnf(_schema(json_schema, "json_schema")), tokenizer)
-        return parse_grammar(_from_response_format(response_format), tokenizer)
+            gbnf = _string(grammar, "grammar")
+        elif json_schema is not None:
+            gbnf = schema_to_gbnf(_schema(json_schema, "json_schema"))
+        else:
+            gbnf, unenforced = _from_response_format(response_format)
+        return Constraint(parse_grammar(gbnf, tokenizer), unenforced=unenforced)
     except GrammarError as exc:  # the server's 400 names the field it came from
         if getattr(exc, "param", None) is None:
             exc.param = given[0]
@@ -81,14 +79,15 @@ def _format_type(response_format: Any) -> str:
     return response_format["type"]
 
 
-def _from_response_format(response_format: Mapping[str, Any]) -> str:
+def _from_response_format(response_format: Mapping[str, Any]) -> tuple[str, tuple[str, ...]]:
+    """The GBNF, and the keywords a best-effort schema left out."""
     kind = _format_type(response_format)
     if kind == "json_object":
         _only(response_format, {"type", "schema"})
         schema = response_format.get("schema")
         if schema is None:
-            return json_object_gbnf()
-        return schema_to_gbnf(_schema(schema, "response_format.schema"))
+            return json_object_gbnf(), ()
+        return schema_to_gbnf(_schema(schema, "response_format.schema")), ()
     if kind == "json_schema":
         _only(response_format, {"type", "json_schema"})
         spec = response_format.get("json_schema")
@@ -102,14 +101,20 @@ def _from_response_format(response_format: Mapping[str, Any]) -> str:
         if "schema" not in spec:
             raise FieldError('response_format.json_schema needs a "schema"; for any JSON object use '
                              '{"type": "json_object"}', "response_format")
-        return schema_to_gbnf(_schema(spec["schema"], "response_format.json_schema.schema"))
+        if spec.get("strict", True) not in (True, False):
+            raise FieldError("response_format.json_schema.strict must be true or false",
+                             "response_format.json_schema.strict")
+        rules = SchemaRules()
+        rules.add(_schema(spec["schema"], "response_format.json_schema.schema"), "root",
+                  strict=spec.get("strict") is not False)  # OpenAI's default is strict, as is ours
+        return rules.gbnf(), tuple(rules.unenforced)
     if kind == "grammar":
         _only(response_format, {"type", "grammar"})
-        return _string(response_format.get("grammar"), "response_format.grammar")
+        return _string(response_format.get("grammar"), "response_format.grammar"), ()
     if kind == "regex":
         _only(response_format, {"type", "regex", "pattern"})
         pattern = response_format.get("regex", response_format.get("pattern"))
-        return regex_to_gbnf(_string(pattern, "response_format.regex"))
+        return regex_to_gbnf(_string(pattern, "response_format.regex")), ()
     raise FieldError(f"response_format type {kind!r} is not one of text, json_object, json_schema, grammar, regex",
                      "response_format.type")
 
@@ -162,28 +167,28 @@ def prepare_chat(template: ChatTemplate, tokenizer: Tokenizer, messages: Sequenc
                  parallel_tool_calls: Any = None, template_kwargs: Any = None) -> ChatSetup:
     """Render the prompt and build the reply's constraint for a chat request, refusing malformed fields."""
     kwargs = template_variables(template_kwargs)
-    constraint_grammar = response_grammar(tokenizer, response_format, grammar=grammar, json_schema=json_schema)
+    structured = structured_constraint(tokenizer, response_format, grammar=grammar, json_schema=json_schema)
     if parallel_tool_calls is not None and not isinstance(parallel_tool_calls, bool):
         raise FieldError("parallel_tool_calls must be true or false", "parallel_tool_calls")
     offered = tools not in (None, [])
     if not offered:
         if tool_choice not in (None, "none", "auto"):
             raise FieldError("tool_choice needs tools to choose from", "tool_choice")
-        constraint = None if constraint_grammar is None else Constraint(constraint_grammar)
+        constraint = structured
         if not _mentions_tools(messages):
             return ChatSetup(template.render(messages, add_generation_prompt=True, **kwargs), constraint, template)
         # Earlier calls and their results still render the way the model's tool format writes them.
         prompt = tool_format_for(template).prepare(template, messages, template_kwargs=kwargs).text
         return ChatSetup(prompt, constraint, template)
-    if constraint_grammar is not None and tool_choice != "none":
+    if structured is not None and tool_choice != "none":
         raise FieldError("response_format and tools cannot both constrain one reply; set tool_choice to "
                          '"none" to get structured output while tools are listed', "response_format")
     fmt = tool_format_for(template)
     tool_prompt = fmt.prepare(template, messages, tools=tools, tool_choice="auto" if tool_choice is None else tool_choice,
                               parallel_tool_calls=True if parallel_tool_calls is None else parallel_tool_calls,
                               template_kwargs=kwargs, special_tokens=_special_tokens(tokenizer))
-    if constraint_grammar is not None:
-        constraint = Constraint(constraint_grammar)
+    if structured is not None:
+        constraint = structured
     elif tool_prompt.grammar is None:
         constraint = None
     else:

@@ -15,6 +15,9 @@ class Constraint:
     grammar: Grammar
     triggers: tuple[str, ...] = ()  # none (and no start_triggers): the grammar holds from the first token
     start_triggers: tuple[str, ...] = ()  # triggers that count only at the start of the reply's content
+    # JSON-schema keywords (by path) a best-effort request ("strict": false) asked for that the grammar does not
+    # enforce: the reply's answer names them.
+    unenforced: tuple[str, ...] = ()
 
     @property
     def lazy(self) -> bool:

@@ -181,7 +181,7 @@ class _Converter(SchemaDocument):
         if keys == {"$ref"} and isinstance(schema["$ref"], str) and schema["$ref"] not in self.negating:
             self.negating.append(schema["$ref"])  # a $ref loop has no complement written here
             try:
-                return self.negation(self.resolve(schema["$ref"], ""))
+                return self.negation(self.resolve(schema["$ref"], "", relax=False))
             except GrammarError:
                 return None
             finally:
@@ -589,12 +589,15 @@ class SchemaRules:
 
     def __init__(self) -> None:
         self._rules = Rules()
+        self.unenforced: list[str] = []  # keywords best-effort schemas left out, by path
 
-    def add(self, schema, name: str) -> str:
-        """The name of a rule that matches exactly the documents of `schema` written as described above."""
-        return self._add(schema, name, "" if name == "root" else name)
+    def add(self, schema, name: str, *, strict: bool = True) -> str:
+        """The name of a rule that matches exactly the documents of `schema` written as described above. With
+        `strict` False (best effort) the keywords that would be refused are left out instead, the grammar then
+        allowing more than the schema does, and listed in `unenforced`."""
+        return self._add(schema, name, "" if name == "root" else name, strict)
 
-    def _add(self, schema, name: str, prefix: str) -> str:
+    def _add(self, schema, name: str, prefix: str, strict: bool = True) -> str:
         if not re.fullmatch(r"[a-zA-Z0-9-]+", name or "") or (name in RESERVED and name != "root"):
             raise GrammarError(f"rule name {name!r}: use letters, digits and '-', and none of {sorted(RESERVED)}")
         if name in self._rules.rules:
@@ -602,12 +605,14 @@ class SchemaRules:
         snapshot = dict(self._rules.rules)
         self._rules.rules[name] = "\0pending " + name
         conv = _Converter(self._rules, schema, prefix=prefix)
+        conv.strict = strict
         try:
             body = conv.visit(conv.doc, "", conv.hint(""))
-            if conv.unsupported:
+            if conv.unsupported and strict:
                 raise UnsupportedSchemaError(
                     "JSON schema keywords that constrain documents but are not supported: "
                     + ", ".join(conv.unsupported), list(conv.unsupported))
+            self.unenforced += conv.unsupported
         except Exception:
             self._rules.rules = snapshot
             raise

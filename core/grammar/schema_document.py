@@ -136,6 +136,7 @@ class SchemaDocument:
         self.doc = with_local_refs(document)
         self.unsupported: list[str] = []
         self.inlining: list[str] = []  # $refs being merged into an allOf, to refuse an endless merge
+        self.strict = True  # False: best effort, what would be refused is left out (and listed in `unsupported`)
 
     def fail(self, path: str, message: str, kind: type[GrammarError] = GrammarError) -> GrammarError:
         return kind(f"JSON schema at / (root): {message}" if not path else f"JSON schema at {path}: {message}")
@@ -150,9 +151,14 @@ class SchemaDocument:
             self.unsupported.append(path)
 
     # ------------------------------------------------------------------------------------------------ refs
-    def resolve(self, ref, path: str):
+    def resolve(self, ref, path: str, relax: bool = True):
+        """The schema `ref` points to. One in another document is refused, or, in best effort (and `relax`), taken
+        as `true` and listed as not enforced."""
         if not isinstance(ref, str):
             raise self.fail(path, "$ref must be a string")
+        if ref != "#" and not ref.startswith("#/") and not self.strict and relax:
+            self.refuse(path)
+            return True
         if ref != "#" and not ref.startswith("#/"):
             raise UnsupportedSchemaError(
                 f"JSON schema at {path}: $ref {ref!r} is not a reference inside this schema (only '#/...' is "

@@ -10,7 +10,7 @@ import pytest
 from llmchat.chat.template import ChatTemplate
 from llmchat.errors import FieldError, GrammarError, UnsupportedSchemaError
 from llmchat.gguf.file import open_gguf
-from llmchat.chat.structured import prepare_chat, response_grammar
+from llmchat.chat.structured import prepare_chat, structured_constraint
 from llmchat.tokenizer.tokenizer import Tokenizer
 
 pytestmark = pytest.mark.model
@@ -44,13 +44,14 @@ SCHEMA = {"type": "object", "properties": {"n": {"type": "integer"}}, "required"
     ({"json_schema": SCHEMA}, '{"n": -1}', '{"n": 1.5}'),
 ])
 def test_every_spelling_gives_its_grammar(tokenizer, fields, good, bad):
-    grammar = response_grammar(tokenizer, **fields)
-    assert accepts(grammar, good) and not accepts(grammar, bad)
+    constraint = structured_constraint(tokenizer, **fields)
+    assert accepts(constraint.grammar, good) and not accepts(constraint.grammar, bad)
+    assert constraint.unenforced == ()
 
 
 def test_text_and_nothing_give_no_grammar(tokenizer):
-    assert response_grammar(tokenizer) is None
-    assert response_grammar(tokenizer, {"type": "text"}) is None
+    assert structured_constraint(tokenizer) is None
+    assert structured_constraint(tokenizer, {"type": "text"}) is None
 
 
 @pytest.mark.parametrize(("fields", "param", "error"), [
@@ -63,10 +64,14 @@ def test_text_and_nothing_give_no_grammar(tokenizer):
     ({"response_format": {"type": "json_object"}, "grammar": 'root ::= "a"'}, "grammar", FieldError),
     ({"grammar": "root ::= ("}, "grammar", GrammarError),
     ({"json_schema": {"type": "string", "format": "email"}}, "json_schema", UnsupportedSchemaError),
+    ({"response_format": {"type": "json_schema", "json_schema": {"schema": {"uniqueItems": True}}}},
+     "response_format", UnsupportedSchemaError),
+    ({"response_format": {"type": "json_schema", "json_schema": {"schema": {}, "strict": "no"}}},
+     "response_format.json_schema.strict", FieldError),
 ])
 def test_malformed_fields_name_themselves(tokenizer, fields, param, error):
     with pytest.raises(error) as caught:
-        response_grammar(tokenizer, **fields)
+        structured_constraint(tokenizer, **fields)
     assert caught.value.param == param
 
 
@@ -78,3 +83,15 @@ def test_earlier_tool_calls_render_the_models_way_without_tools_now(tokenizer):
     prompt = prepare_chat(ChatTemplate(QWEN3.read_text()), tokenizer, messages).prompt
     assert '{"name": "w", "arguments": {"city": "Paris"}}' in prompt
     assert "<tool_response>\n18C\n</tool_response>" in prompt
+
+
+def test_best_effort_enforces_what_it_can_and_names_the_rest(tokenizer):
+    schema = {"type": "object", "properties": {"tags": {"type": "array", "items": {"type": "string"},
+                                                        "uniqueItems": True},
+                                               "id": {"$ref": "https://example.com/id.json"}},
+              "required": ["tags"], "additionalProperties": False}
+    fields = {"type": "json_schema", "json_schema": {"name": "x", "schema": schema, "strict": False}}
+    constraint = structured_constraint(tokenizer, fields)
+    assert constraint.unenforced == ("/properties/tags/uniqueItems", "/properties/id/$ref")
+    assert accepts(constraint.grammar, '{"tags": ["a", "a"], "id": [1]}')    # what was left out
+    assert not accepts(constraint.grammar, '{"tags": [1]}') and not accepts(constraint.grammar, '{"id": 1}')
