@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import os
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from .chat.reply import Reply
@@ -103,11 +103,12 @@ class LLM(Runtime):
     # -- generation ----------------------------------------------------------------------------------------------
     def generate(self, prompt: str | Sequence[dict] | list[int], *, max_tokens: int = 256,
                  stop: Sequence[str] = (), ignore_eos: bool = False, response_format=None, grammar=None,
-                 json_schema=None, **sampling) -> Iterator[StreamEvent]:
+                 json_schema=None, on_prefill: Callable[[int, int], None] | None = None,
+                 **sampling) -> Iterator[StreamEvent]:
         """Stream a completion of a raw prompt (str), of token ids, or of chat messages (a list of dicts).
 
         `ignore_eos` keeps generating past end-of-generation tokens (benchmarks). `response_format`, `grammar`
-        and `json_schema` constrain the text as in `chat`."""
+        and `json_schema` constrain the text as in `chat`; `on_prefill` hears the prompt's progress as there."""
         if isinstance(prompt, str):
             ids = self.encode_prompt(prompt)
         elif prompt and isinstance(prompt[0], int):
@@ -118,11 +119,12 @@ class LLM(Runtime):
         seq = self._generation(ids, max_tokens, stop, sampling, ignore_eos, constraint)
         with self.slot() as slot:
             seq.start(slot)
-            yield from self._run(seq)
+            yield from self._run(seq, on_prefill)
 
     def chat(self, messages: Sequence[dict], *, max_tokens: int = 256, stop: Sequence[str] = (),
              response_format=None, tools=None, tool_choice=None, parallel_tool_calls=None,
-             chat_template_kwargs=None, grammar=None, json_schema=None, **sampling) -> Iterator[StreamEvent]:
+             chat_template_kwargs=None, grammar=None, json_schema=None,
+             on_prefill: Callable[[int, int], None] | None = None, **sampling) -> Iterator[StreamEvent]:
         """Stream a chat reply, keeping the conversation's KV cache: the next call with the same history plus new
         messages only computes the new tokens.
 
@@ -131,7 +133,10 @@ class LLM(Runtime):
         "regex", "regex": ...}) or llama.cpp's `grammar`/`json_schema`; `tools` (OpenAI function tools) with
         `tool_choice` ("auto", "none", "required" or {"type": "function", "function": {"name"}}) and
         `parallel_tool_calls`; `chat_template_kwargs` passes options such as {"enable_thinking": False} to the
-        chat template. `logit_bias` ({token id: -100..100}) and the other sampling options go with them."""
+        chat template. `logit_bias` ({token id: -100..100}) and the other sampling options go with them.
+        `on_prefill(done, total)` is called before each step of the prompt with the prompt tokens computed so far
+        and in all (those found in the cache left out), so a slow device can show progress before the first
+        token."""
         setup = self.prepare_chat(messages, response_format=response_format, grammar=grammar,
                                   json_schema=json_schema, tools=tools, tool_choice=tool_choice,
                                   parallel_tool_calls=parallel_tool_calls, template_kwargs=chat_template_kwargs)
@@ -139,7 +144,7 @@ class LLM(Runtime):
         seq = self._generation(ids, max_tokens, stop, sampling, constraint=setup.constraint)
         seq.start(*self.conversation.resume(ids))
         reply = Reply(setup.parser())
-        for event in self._run(seq):
+        for event in self._run(seq, on_prefill):
             if event.finish_reason is None:
                 delta = reply.feed(event.text)
             else:  # the conversation's cache first: a caller may stop reading at the last event
@@ -174,11 +179,11 @@ class LLM(Runtime):
         return self.generation(GenerationRequest(ids, SamplingParams(**sampling), max_tokens, tuple(stop),
                                                  ignore_eos=ignore_eos, constraint=constraint))
 
-    def _run(self, seq: Generation) -> Iterator[StreamEvent]:
+    def _run(self, seq: Generation, on_prefill: Callable[[int, int], None] | None = None) -> Iterator[StreamEvent]:
         """Drive `seq` through the shared generation loop, adding timings to its finish."""
         stats = self.engine.stats
         t0, t1 = time.perf_counter(), None
-        for event in generation.generate(self.engine, seq):
+        for event in generation.generate(self.engine, seq, on_prefill):
             if t1 is None:  # the first token is sampled: the prompt is in (host time counts decode steps only)
                 t1, host0, steps0 = time.perf_counter(), stats["host_s"], stats["steps"]
             if isinstance(event, FinishEvent):

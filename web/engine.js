@@ -14,6 +14,10 @@
 // `endpoint` (an OpenAI-compatible /v1 URL) the same calls go to that server instead: always with mode "remote",
 // and in mode "auto" when this device has no WebGPU or only a software adapter. Without WebGPU and without an
 // endpoint, createEngine rejects with a clear message (error.code "no-webgpu") before anything is downloaded.
+//
+// Streams end with a chunk whose finish_reason says why: "stop", "length", "tool_calls", or "abort" when the caller
+// stopped the reply (stream.controller.abort(), or the request's `signal`), on the device and from a server alike.
+// On the device a stream's chunks also say how far the prompt has been read: `llmchat.prefill` {done, total}.
 
 import { isSoftwareAdapter } from "./adapter.js";
 import { connect } from "./engine-link.js";
@@ -96,16 +100,17 @@ export class Engine extends EventTarget {
   async #start() {
     await null; // events fire after the constructor returns, so whoever made the engine hears them all
     const { model, endpoint, mode = "auto" } = this.options;
-    if (mode === "remote" || (!model && endpoint)) return this.#remote("remote mode");
+    if (mode === "remote" || (!model && endpoint)) return this.#remote("the page asks for the server");
     const probe = await probeWebGPU();
     if (this.terminated) return; // replaced while waiting (the element's attributes changed): start nothing
     if (probe.kind === "none") {
       if (endpoint && mode === "auto") return this.#remote(probe.reason);
-      throw this.#fail(new EngineError("no-webgpu", `${probe.reason} The model cannot run on this device` +
-        (endpoint ? "." : ", and this page names no server to use instead.")));
+      throw this.#fail(new EngineError("no-webgpu", `${probe.reason} The model cannot run in this browser: open ` +
+        "the page in a browser with WebGPU turned on (a recent Chrome, Edge or Safari) on a device with a GPU" +
+        (endpoint ? "." : ", or give the page an OpenAI-compatible server to answer instead (endpoint).")));
     }
     if (probe.kind === "software" && endpoint && mode === "auto") {
-      return this.#remote("this device has only a software WebGPU adapter");
+      return this.#remote("this device has only a software WebGPU adapter, which would be slow");
     }
     if (!model) throw this.#fail(new EngineError("no-model", "no model URL was given"));
     let url; // a Hugging Face reference becomes its file's URL here, so the download need not wait for Python
@@ -167,7 +172,7 @@ export class Engine extends EventTarget {
     const { endpoint } = this.options;
     if (!endpoint) throw this.#fail(new EngineError("no-endpoint", "mode is remote but no endpoint was given"));
     this.mode = "remote";
-    this.info = { remote: true, endpoint, reason };
+    this.info = { remote: true, endpoint, host: new URL(endpoint, globalThis.location?.href).host, reason };
     this.#emit("ready", this.info);
   }
 
@@ -315,7 +320,8 @@ class LocalReply {
   }
 }
 
-// The same call against an OpenAI-compatible server; streaming replies are parsed from server-sent events.
+// The same call against an OpenAI-compatible server; streaming replies are parsed from server-sent events. A stream
+// stopped by the caller ends, as an on-device one does, with a chunk whose finish_reason is "abort".
 async function remoteCreate(options, params, isChat) {
   const url = `${options.endpoint.replace(/\/$/, "")}/${isChat ? "chat/completions" : "completions"}`;
   const { signal, ...body } = params;
@@ -323,33 +329,71 @@ async function remoteCreate(options, params, isChat) {
   if (!body.model) body.model = options.remoteModel || options.model?.split("/").pop()?.replace(/\.gguf$/i, "") || "default";
   const headers = { "Content-Type": "application/json" };
   if (options.apiKey) headers.Authorization = `Bearer ${options.apiKey}`;
-  const response = await fetch(url, { method: "POST", headers, body: JSON.stringify(body), signal });
-  if (!response.ok) {
-    const text = await response.text().catch(() => "");
-    throw new EngineError("remote", `${url}: HTTP ${response.status} ${text.slice(0, 300)}`);
+  const abort = new AbortController();
+  if (signal?.aborted) abort.abort();
+  signal?.addEventListener("abort", () => abort.abort());
+  const host = new URL(url, globalThis.location?.href).host;
+  let response;
+  try {
+    response = await fetch(url, { method: "POST", headers, body: JSON.stringify(body), signal: abort.signal });
+  } catch (error) {
+    if (abort.signal.aborted) throw error;
+    throw new EngineError("network", `The server at ${host} did not answer (${error.message}). Check that it is ` +
+      "running and reachable from this page, then send the message again.");
   }
+  if (!response.ok) throw remoteError(host, response.status, await response.text().catch(() => ""));
   if (!params.stream) return response.json();
   return {
-    controller: { abort: () => response.body.cancel() },
+    controller: abort,
     async *[Symbol.asyncIterator]() {
       const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
       let buffer = "";
-      for (;;) {
-        const { done, value } = await reader.read();
-        if (done) return;
-        buffer += value;
-        let cut;
-        while ((cut = buffer.indexOf("\n\n")) >= 0) {
-          const event = buffer.slice(0, cut);
-          buffer = buffer.slice(cut + 2);
-          for (const line of event.split("\n")) {
-            if (!line.startsWith("data:")) continue;
-            const data = line.slice(5).trim();
-            if (data === "[DONE]") return;
-            yield JSON.parse(data);
+      let last = null;
+      let ended = false; // a finish_reason came: an abort after it cuts only what follows (usage, [DONE])
+      try {
+        for (;;) {
+          const { done, value } = await reader.read();
+          if (done) return;
+          buffer += value;
+          let cut;
+          while ((cut = buffer.indexOf("\n\n")) >= 0) {
+            const event = buffer.slice(0, cut);
+            buffer = buffer.slice(cut + 2);
+            for (const line of event.split("\n")) {
+              if (!line.startsWith("data:")) continue;
+              const data = line.slice(5).trim();
+              if (data === "[DONE]") return;
+              last = JSON.parse(data);
+              ended ||= Boolean(last.choices?.[0]?.finish_reason);
+              yield last;
+            }
           }
         }
+      } catch (error) {
+        if (!abort.signal.aborted) throw error;
+        if (ended) return;
+        const choice = isChat ? { index: 0, delta: {}, logprobs: null, finish_reason: "abort" } :
+          { index: 0, text: "", logprobs: null, finish_reason: "abort" };
+        yield { id: last?.id ?? null, object: isChat ? "chat.completion.chunk" : "text_completion",
+          created: last?.created ?? Math.floor(Date.now() / 1000), model: last?.model ?? body.model,
+          choices: [choice] };
+      } finally {
+        // Over, or the consumer left early (break): either way a server still writing stops.
+        if (!abort.signal.aborted) abort.abort();
       }
     },
   };
+}
+
+// A server's refusal, with what the visitor can do about it.
+function remoteError(host, status, text) {
+  let message = text.slice(0, 300);
+  try { message = JSON.parse(text).error?.message || message; } catch { /* not JSON: its text */ }
+  const what = status === 401 || status === 403 ? "It needs an API key, which this page does not send: ask whoever " +
+      "runs the server." :
+    status === 404 ? "The page asks for a model the server does not run (the page can name it: remote-model)." :
+    status === 429 || status >= 500 ? "It is busy or failing: send the message again in a moment." :
+    "It refused the request as it stands: edit your message, or send a shorter one.";
+  return new EngineError("remote", `The server at ${host} answered HTTP ${status}: ${message.replace(/\.$/, "")}. ` +
+    what);
 }

@@ -14,9 +14,11 @@
 // ("true"/"false": time kernel variants on a first load and keep the fastest in OPFS; default on for hardware GPUs).
 // Properties: tools (OpenAI function tools the model may call), maxToolRounds (default 8). Methods: send(text),
 // regenerate(), edit(index, text), stop(), reset(), showStorage(). Events (bubbling, composed; details in the
-// README): llm-progress, llm-ready, llm-token, llm-done, llm-error, llm-restore, and llm-tool-call (answer it with
-// event.detail.respond(result)). Styling: CSS custom properties --llm-chat-* and parts (container, status, progress,
-// warning, storage, log, message, user, assistant, reasoning, tool, actions, form, input, send, stop). Model output
+// README): llm-progress (the download, the load, and the reading of each prompt), llm-ready, llm-token, llm-done
+// (finish_reason "abort" for a reply the user stopped), llm-error, llm-restore, and llm-tool-call (answer it with
+// event.detail.respond(result)). A stopped reply stays in the conversation marked `stopped: true` (and shows so).
+// Styling: CSS custom properties --llm-chat-* and parts (container, status, progress, warning, storage, log,
+// message, user, assistant, stopped, note, reasoning, tool, actions, form, input, send, stop). Model output
 // is never inserted as HTML: Markdown is built into DOM nodes by web/markdown.js, or shown as plain text with
 // render="text".
 
@@ -52,6 +54,8 @@ progress[hidden] { display: none; }
   white-space: pre-wrap; overflow-wrap: anywhere; }
 .user { align-self: flex-end; background: var(--llm-chat-user-bg, #3b5bdb); color: var(--llm-chat-user-fg, #fff); }
 .assistant { align-self: flex-start; background: var(--llm-chat-assistant-bg, #f1f1f5); }
+.message .note { display: block; margin-top: .3rem; font-size: .8em; font-style: italic; white-space: normal;
+  color: var(--llm-chat-muted, #5f5f6b); }
 .reasoning, .tool { align-self: flex-start; font-size: .85em; color: var(--llm-chat-muted, #5f5f6b);
   background: var(--llm-chat-aside-bg, #fafafc); border: 1px dashed var(--llm-chat-rule, #d0d0d7); }
 form { display: flex; gap: .5rem; padding: .6rem; border-top: 1px solid var(--llm-chat-rule, #ececf1); }
@@ -105,7 +109,7 @@ export class LLMChatElement extends HTMLElement {
     root.innerHTML = `<style>${STYLE}</style>
       <div class="container" part="container">
         <div class="status" part="status"><span role="status"></span> <span class="numbers" aria-hidden="true"></span></div>
-        <progress part="progress" max="1" value="0" aria-label="Model download progress" hidden></progress>
+        <progress part="progress" max="1" value="0" aria-label="Progress" hidden></progress>
         <div class="warning" part="warning" role="note" hidden></div>
         <section class="storage" part="storage" aria-label="Stored models" hidden></section>
         <ol class="log" part="log" aria-live="polite" aria-label="Conversation"></ol>
@@ -219,19 +223,28 @@ export class LLMChatElement extends HTMLElement {
       tune: this.hasAttribute("tune") ? this.getAttribute("tune") !== "false" : undefined,
     });
     this.engine = engine;
-    engine.addEventListener("status", ({ detail }) => this.#status(detail.text));
-    engine.addEventListener("warning", ({ detail }) => this.#warn(detail.message));
-    engine.addEventListener("progress", ({ detail }) => this.#progress(detail));
-    engine.addEventListener("ready", ({ detail }) => {
+    // An engine replaced (its attributes changed while it started) may still finish starting: it is not heard.
+    const on = (type, handler) => engine.addEventListener(type, ({ detail }) => {
+      if (this.engine === engine) handler(detail);
+    });
+    on("status", (detail) => this.#status(detail.text));
+    on("warning", (detail) => this.#warn(detail.message));
+    on("progress", (detail) => this.#progress(detail));
+    on("ready", (detail) => {
       this.$("progress").hidden = true;
-      this.#status(detail.remote ? `Using ${detail.endpoint} (${detail.reason})` :
-        `Ready: ${detail.model} on ${detail.software ? "a software (CPU) WebGPU adapter" : "this device's GPU"}` +
-        (detail.fromCache ? ", from the offline cache" : ""));
+      // Where the model runs, always: on the visitor's device their messages stay there; on a server they do not.
+      this.readyText = detail.remote ?
+        `Ready: the model runs on the server at ${detail.host}, not in this browser ` +
+          `(${detail.reason.replace(/\.$/, "")})` :
+        `Ready: ${detail.model}, running in this browser on ` +
+        (detail.software ? "a software (CPU) WebGPU adapter" : "this device's GPU") +
+        (detail.fromCache ? ", from the offline cache" : "");
+      this.#status(this.readyText);
       this.#enable(true);
       this.#fire("llm-ready", detail);
-      if (this.history.length && !detail.remote && this.engine === engine) this.#rebuild();
+      if (this.history.length && !detail.remote) this.#rebuild();
     });
-    engine.addEventListener("error", ({ detail }) => {
+    on("error", (detail) => {
       this.#status(detail.message, "error");
       this.$("progress").hidden = true;
       this.#enable(false);
@@ -334,16 +347,20 @@ export class LLMChatElement extends HTMLElement {
     box.hidden = false;
   }
 
+  // Progress of a phase: "download" and "load" in bytes, "prefill" (the model reading a prompt) in tokens.
   #progress(detail) {
     const bar = this.$("progress");
     const fraction = detail.total ? detail.loaded / detail.total : 0;
     bar.hidden = false;
     bar.value = fraction;
-    const verb = detail.phase === "download" ? (detail.cached ? "Found in cache" : "Downloading") : "Loading onto the GPU";
+    const verb = { download: detail.cached ? "Found in cache" : "Downloading", load: "Loading onto the GPU",
+      prefill: "Reading your message" }[detail.phase];
     bar.setAttribute("aria-valuetext", `${verb}: ${Math.round(fraction * 100)}%`);
     // The live region hears each phase once; the running numbers are for the eyes (and the progress bar).
     if (this.$(".status [role=status]").textContent !== `${verb}…`) this.#status(`${verb}…`);
-    this.$(".numbers").textContent = `${mib(detail.loaded)} of ${mib(detail.total)} (${Math.floor(fraction * 100)}%)`;
+    const amount = detail.phase === "prefill" ? `${detail.loaded} of ${detail.total} tokens` :
+      `${mib(detail.loaded)} of ${mib(detail.total)}`;
+    this.$(".numbers").textContent = `${amount} (${Math.floor(fraction * 100)}%)`;
     this.#fire("llm-progress", { ...detail, fraction });
   }
 
@@ -404,11 +421,15 @@ export class LLMChatElement extends HTMLElement {
     } catch (error) {
       if (from !== null) this.history.length = from; // a turn cut by an error is not kept half-written
       while (log.children.length > bubbles) log.lastElementChild.remove();
-      this.#status(error.message, "error");
-      this.#fire("llm-error", { code: error.code || "error", message: error.message });
+      // The message says what went wrong; a conversation grown past the context can still go on from earlier.
+      const message = error.code !== "context-overflow" ? error.message : `${error.message.replace(/\.$/, "")}. ` +
+        "The conversation no longer fits the model's context: edit an earlier message of yours to go on from there.";
+      this.#status(message, "error");
+      this.#fire("llm-error", { code: error.code || "error", message });
       if (job) throw error;
     } finally {
       this.current = null;
+      this.$("progress").hidden = true; // a prompt's progress, if the turn ended while it was read
       log.setAttribute("aria-busy", "false");
       this.#busy(false);
       if (!job) this.#save();
@@ -418,7 +439,9 @@ export class LLMChatElement extends HTMLElement {
 
   #messages() {
     const system = this.getAttribute("system-prompt");
-    return [...(system ? [{ role: "system", content: system }] : []), ...this.history];
+    // `stopped` is the element's own mark: servers refuse fields OpenAI's messages do not have.
+    const history = this.history.map(({ stopped, ...message }) => message);
+    return [...(system ? [{ role: "system", content: system }] : []), ...history];
   }
 
   // One completion, streamed into bubbles: the content, a reasoning model's thinking, and tool calls as they form.
@@ -426,6 +449,8 @@ export class LLMChatElement extends HTMLElement {
     const log = this.$(".log");
     const messages = this.#messages();
     const tools = Array.isArray(this.tools) && this.tools.length ? this.tools : null;
+    // The prompt is computed before the first word comes: seconds on a slow GPU, which must not look like nothing.
+    this.#status("Reading your message…");
     const stream = await this.engine.chat.completions.create({
       messages, stream: true, max_tokens: this.#number("max-tokens", 256),
       temperature: this.#number("temperature", 0), ...this.#cacheKey(),
@@ -437,10 +462,21 @@ export class LLMChatElement extends HTMLElement {
     let bubble = null;
     let thinking = null;
     let finish = null;
+    let writing = false;
     const calls = [];
     for await (const chunk of stream) {
+      const prefill = chunk.llmchat?.prefill;
+      if (prefill) {
+        this.#progress({ phase: "prefill", loaded: prefill.done, total: prefill.total });
+        continue;
+      }
       const delta = chunk.choices[0].delta ?? {};
       const piece = delta.content ?? "";
+      if (!writing && (chunk.llmchat?.token !== undefined || piece || delta.reasoning_content || delta.tool_calls)) {
+        writing = true; // the prompt is in
+        this.$("progress").hidden = true;
+        this.#status("Writing the reply…");
+      }
       if (delta.reasoning_content) {
         reasoning += delta.reasoning_content;
         thinking ??= this.#bubble("reasoning", "");
@@ -469,7 +505,12 @@ export class LLMChatElement extends HTMLElement {
     }
     const message = { role: "assistant", content };
     if (calls.length && finish === "tool_calls") message.tool_calls = calls;
-    else if (!bubble) this.#bubble("assistant", "", this.history.length);
+    else bubble ??= this.#bubble("assistant", "", this.history.length);
+    if (finish === "abort") {
+      message.stopped = true;
+      if (bubble) this.#markStopped(bubble.parentElement);
+    }
+    this.#status(this.readyText);
     return { message };
   }
 
@@ -491,7 +532,18 @@ export class LLMChatElement extends HTMLElement {
     }
   }
 
-  // Stop the reply being generated (what was streamed so far stays in the conversation).
+  // A reply the user stopped: what it says is not all the model would have said.
+  #markStopped(item) {
+    item.classList.add("stopped");
+    item.setAttribute("part", `${item.getAttribute("part")} stopped`);
+    const note = document.createElement("span");
+    note.className = "note";
+    note.setAttribute("part", "note");
+    note.textContent = "Stopped before the end";
+    item.querySelector(".body").after(note);
+  }
+
+  // Stop the reply being generated (what was streamed so far stays in the conversation, marked as stopped).
   stop() {
     this.current?.controller.abort();
   }
@@ -520,7 +572,10 @@ export class LLMChatElement extends HTMLElement {
           names.set(call.id, call.function.name);
           this.#bubble("tool", `${call.function.name}(${call.function.arguments})`);
         }
-        if (message.content || !message.tool_calls) this.#bubble("assistant", message.content ?? "", index);
+        if (message.content || !message.tool_calls) {
+          const body = this.#bubble("assistant", message.content ?? "", index);
+          if (message.stopped) this.#markStopped(body.parentElement);
+        }
       }
     });
   }

@@ -20,6 +20,7 @@ from ..gguf.file import GGUFFile, open_gguf
 from .device import BrowserDevice
 from ..gpu.device import AdapterInfo
 from ..gpu.tune import MemoryStore
+from ..hub.catalogue import entry_for_source
 from ..runtime.memory import plan_memory
 from ..models import model_config
 from ..protocol import Completion, Counts, Defaults, Piece, read_request
@@ -40,6 +41,7 @@ class _Session:
         self.gguf: GGUFFile | None = None  # opened by `check`, taken by `load`
         self.llm: LLM | None = None
         self.chat_key: str | None = None  # the prompt_cache_key of the conversation the engine holds
+        self.name = ""  # the model's name in replies and status lines (_model_name)
 
     def take_gguf(self) -> GGUFFile | None:
         gguf, self.gguf = self.gguf, None
@@ -75,11 +77,14 @@ def plan(gguf: GGUFFile, info: AdapterInfo, context: int, gpu_budget: int = 0) -
     """
     result = plan_memory(gguf, info, context=context, step_tokens=STEP_TOKENS, gpu_budget=gpu_budget).as_dict()
     config = model_config(gguf)
-    return {**result, "model": _model_name(config), "vocab": config.vocab_size, "layers": config.n_layer}
+    return {**result, "model": _model_name(gguf, config), "vocab": config.vocab_size, "layers": config.n_layer}
 
 
-def _model_name(config: ModelConfig) -> str:
-    return config.name or config.arch
+def _model_name(gguf: GGUFFile, config: ModelConfig) -> str:
+    """The catalogue's name for a catalogue model's file (a file's general.name is often a training run's label,
+    "Smollm2 135M 8k Lc100K Mix1 Ep2"), else the file's general.name, else its architecture."""
+    entry = entry_for_source(gguf.sources[0])
+    return entry.display_name if entry else config.name or config.arch
 
 
 def open_model(store, open_shard=None) -> GGUFFile:
@@ -130,7 +135,7 @@ def load(store, context: int, open_shard=None, tune: bool | None = None, tune_js
     llm = LLM(gguf, context=context, device=_session.device, max_tokens_per_step=STEP_TOKENS,
               tune=tune, tune_store=cache)
     llm.warm_up(1)  # the decode step: the load waits for its kernels
-    _session.llm = llm
+    _session.llm, _session.name = llm, _model_name(gguf, llm.config)
     report = llm.report()
     return json.dumps({"load_s": time.perf_counter() - t0, "context": llm.context,
                        "dispatches_per_token": report["dispatches_per_token"], "tuning": report["kernels"],
@@ -157,8 +162,10 @@ def chat(request: str, emit, should_stop, cache=None) -> None:
 
     `emit(json)` receives {"chunk": ...} per OpenAI stream chunk and then {"done": true} when the request streams;
     otherwise only {"response": ...}, the whole answer. Chunks carry llmchat's fields under "llmchat": each token's
-    id ("token"); at the finish "timings" and "kv_cache". `should_stop()` is asked between tokens (the stop button),
-    and a stop ends the reply with finish "stop" ("stopped" in llmchat's fields: its usage counts only what it
+    id ("token"); while the prompt is read, before each of its steps, "prefill": {"done", "total"} (prompt tokens
+    computed so far and in all, cached ones left out) in a chunk of its own; at the finish "timings" and
+    "kv_cache". `should_stop()` is asked between tokens and between prompt steps (the stop button), and a stop
+    ends the reply with finish_reason "abort", as WebLLM reports a user's stop (its usage counts only what it
     generated). The conversation keeps its KV cache across calls: a request that repeats the previous turns only
     computes the new tokens.
 
@@ -179,13 +186,7 @@ def chat(request: str, emit, should_stop, cache=None) -> None:
         raise FieldError("the browser runtime does not report log-probabilities; leave `logprobs` out", "logprobs")
     kept = _kept_chat(llm, body.get("prompt_cache_key"), cache) if is_chat else None
     sampling = asdict(asked.sampling)
-    if is_chat:
-        events = llm.chat(body["messages"], max_tokens=asked.max_tokens, stop=asked.stop,
-                          chat_template_kwargs=asked.template_kwargs, **asked.structure, **asked.tools, **sampling)
-    else:  # a raw completion, outside the conversation
-        events = llm.generate(body["prompt"], max_tokens=asked.max_tokens, stop=asked.stop,
-                              ignore_eos=asked.ignore_eos, **asked.structure, **sampling)
-    completion = Completion(chat=is_chat, model=_model_name(llm.config), include_usage=asked.include_usage)
+    completion = Completion(chat=is_chat, model=_session.name, include_usage=asked.include_usage)
 
     def send(chunks) -> None:
         if asked.stream:
@@ -193,26 +194,46 @@ def chat(request: str, emit, should_stop, cache=None) -> None:
                 if chunk is not None:
                     emit(json.dumps({"chunk": chunk}))
 
+    def prefill(done: int, total: int) -> None:
+        if should_stop():
+            raise _Stopped
+        send([completion.take(0, Piece(extension={"prefill": {"done": done, "total": total}}))])
+
+    if is_chat:
+        events = llm.chat(body["messages"], max_tokens=asked.max_tokens, stop=asked.stop,
+                          chat_template_kwargs=asked.template_kwargs, on_prefill=prefill, **asked.structure,
+                          **asked.tools, **sampling)
+    else:  # a raw completion, outside the conversation
+        events = llm.generate(body["prompt"], max_tokens=asked.max_tokens, stop=asked.stop,
+                              ignore_eos=asked.ignore_eos, on_prefill=prefill, **asked.structure, **sampling)
     send(completion.opening())
     generated = 0
-    for event in events:
-        parts = event.parts
-        if event.finish_reason is not None:
-            usage = event.usage
-            send([completion.take(0, Piece(
-                event.text, parts, finish_reason=event.finish_reason, message=event.message,
-                counts=Counts(usage["prompt_tokens"], usage["completion_tokens"], usage["cached_tokens"]),
-                extension={"timings": event.timings, "kv_cache": kept.save() if kept else None}))])
-            break
-        send([completion.take(0, Piece(event.text, parts, token=event.token, extension={"token": event.token}))])
-        generated += 1
-        if should_stop():
-            events.close()  # the engine forgets the unfinished turn; the next request recomputes from the prompt
-            send([completion.take(0, Piece(finish_reason="stop", counts=Counts(0, generated),
-                                           extension={"timings": {}, "kv_cache": None, "stopped": True}))])
-            break
+    try:
+        for event in events:
+            parts = event.parts
+            if event.finish_reason is not None:
+                usage = event.usage
+                send([completion.take(0, Piece(
+                    event.text, parts, finish_reason=event.finish_reason, message=event.message,
+                    counts=Counts(usage["prompt_tokens"], usage["completion_tokens"], usage["cached_tokens"]),
+                    extension={"timings": event.timings, "kv_cache": kept.save() if kept else None}))])
+                break
+            send([completion.take(0, Piece(event.text, parts, token=event.token, extension={"token": event.token}))])
+            generated += 1
+            if should_stop():
+                raise _Stopped
+    except _Stopped:
+        # The engine forgets the unfinished turn (its cache keeps what the prompt shares with the last one): the
+        # next request recomputes from there.
+        events.close()
+        send([completion.take(0, Piece(finish_reason="abort", counts=Counts(0, generated),
+                                       extension={"timings": {}, "kv_cache": None}))])
     send(completion.closing())
     emit(json.dumps({"done": True} if asked.stream else {"response": completion.response()}))
+
+
+class _Stopped(Exception):
+    """The page asked to stop the reply (should_stop)."""
 
 
 class OPFSFile:

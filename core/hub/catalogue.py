@@ -28,12 +28,13 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
+from urllib.parse import unquote, urlsplit
 
 from . import wheels
 from ..errors import GGUFError, ModelNotFoundError, SourceError
 from .refs import HubRef, file_url, hub_endpoint, named_files, parse_reference
 from ..gguf.header import GGUF_MAGIC
-from ..gguf.sources import is_url
+from ..gguf.sources import Source, is_url
 from ..paths import llmchat_home
 from .wheels import WheelPart
 
@@ -50,6 +51,11 @@ class CatalogueEntry:
     sha256: str | None
     parts: tuple[WheelPart, ...] = ()
     hub: str | None = None
+    title: str = ""  # what pages and status lines call the model; a file's general.name is often a build label
+
+    @property
+    def display_name(self) -> str:
+        return self.title or self.name
 
     def __post_init__(self) -> None:
         if bool(self.parts) == bool(self.hub):
@@ -72,8 +78,9 @@ def _gemma3_270m_parts() -> tuple[WheelPart, ...]:
 
 
 def _hub(name: str, reference: str, size: int, sha256: str, description: str) -> CatalogueEntry:
+    """A hub entry; its title is its description's first part ("Gemma 3 1B Instruct, Q4_K_M (806 MB)")."""
     return CatalogueEntry(name=name, description=description, file_name=reference.rsplit("/", 1)[-1], size=size,
-                          sha256=sha256, hub=reference)
+                          sha256=sha256, hub=reference, title=description.split(", ")[0])
 
 
 # Sizes and sha256 of the hub files are the repositories' own (LFS) records as published by several independent
@@ -88,6 +95,7 @@ CATALOGUE: dict[str, CatalogueEntry] = {
             size=98_362_432,
             file_name="SmolLM2-135M-Instruct.Q4_1.gguf",
             description="SmolLM2 135M Instruct, Q4_1 (98 MB): tiny chat model, the default and the test model",
+            title="SmolLM2 135M Instruct",
         ),
         CatalogueEntry(
             name="gemma3-270m",
@@ -96,6 +104,7 @@ CATALOGUE: dict[str, CatalogueEntry] = {
             size=253_113_024,
             file_name="gemma-3-270m-q4_k_m.gguf",
             description="Gemma 3 270M (pretrained, no chat template), Q4_K_M (253 MB), from PyPI in four parts",
+            title="Gemma 3 270M",
         ),
         _hub("gemma3-270m-it", "hf://unsloth/gemma-3-270m-it-GGUF/gemma-3-270m-it-Q4_K_M.gguf", 253_115_424,
              "b1baabd6b729e4041822220d3e648e00d99cac5df86b10dffb77bcccf0688e39",
@@ -145,6 +154,19 @@ def lookup(name: str) -> CatalogueEntry:
             f"ORG/REPO:QUANT) or a model in the catalogue; known models: {_describe_catalogue()}"
         )
     return entry
+
+
+def entry_for_file(file_name: str, size: int) -> CatalogueEntry | None:
+    """The catalogue entry whose file this is (same name and size, wherever it was fetched from), or None. The
+    browser knows a model only by its URL and size, so that is what names it there and on the server alike."""
+    return next((e for e in CATALOGUE.values() if e.file_name == file_name and e.size == size), None)
+
+
+def entry_for_source(source: Source) -> CatalogueEntry | None:
+    """entry_for_file for the file a source reads (a path or a URL, as its `name`)."""
+    name = source.name
+    base = unquote(urlsplit(name).path).rsplit("/", 1)[-1] if is_url(name) else Path(name).name
+    return entry_for_file(base, source.size)
 
 
 def cached_path(name: str) -> Path:

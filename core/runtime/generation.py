@@ -187,8 +187,15 @@ def step(engine: Engine, feeds: list[tuple[Generation, list[int]]]) -> list[tupl
     return result
 
 
-def generate(engine: Engine, seq: Generation) -> Iterator[GenerationEvent]:
-    """Run one started sequence to its end: the prompt in chunks as large as a step allows, then token by token."""
+def generate(engine: Engine, seq: Generation,
+             on_prefill: Callable[[int, int], None] | None = None) -> Iterator[GenerationEvent]:
+    """Run one started sequence to its end: the prompt in chunks as large as a step allows, then token by token.
+
+    `on_prefill(done, total)` hears, before each step of the prompt, how many of the prompt tokens to compute (those
+    not found cached) are done: a long prompt takes seconds before the first token on a slow GPU."""
+    prompt = len(seq.request.prompt)
     while seq.finish_reason is None:
+        if on_prefill is not None and seq.pos < prompt:
+            on_prefill(seq.pos - seq.cached, prompt - seq.cached)
         for s, out, read_row in step(engine, [(seq, seq.pending(engine.max_step))]):
             yield from s.sample(out, read_row)

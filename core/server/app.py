@@ -6,6 +6,7 @@
     GET  /models/{name}                          model files (the served one, and the llmchat model cache), Range
     GET  /dist/{path}                            the browser runtime (web/dist, or LLMCHAT_WEB_DIST)
     GET  /pages/{path}                           the page author's own pages (`--pages DIR`, e.g. examples/)
+    GET  /server.json                            what the chat page needs to know of this server: its API, its model
     GET  /, /{path}                              the web demo (the package's web/ folder)
 
 The app never touches the GPU: generation goes through the Scheduler's thread, so handlers stay responsive while a
@@ -18,6 +19,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import quote
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -78,6 +80,7 @@ def create_app(scheduler: Scheduler, model: ModelInfo, options: ServerOptions | 
     app.state.draining = False  # set when a shutdown begins: new requests are refused from then on
     _add_error_handlers(app)
     _add_api_routes(app, scheduler, model)
+    _add_page_info(app, model, options)
     _add_file_routes(app, options)
     # Added innermost first: CORS sees every response (401s included) and answers preflights before the key check;
     # the guard's refusals (shutting down, foreign Host, body too large) are counted and come before the key.
@@ -153,6 +156,19 @@ def _add_api_routes(app: FastAPI, scheduler: Scheduler, model: ModelInfo) -> Non
     @app.get("/metrics", response_class=PlainTextResponse)
     async def metrics() -> PlainTextResponse:
         return PlainTextResponse(scheduler.metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
+
+
+def _add_page_info(app: FastAPI, model: ModelInfo, options: ServerOptions) -> None:
+    # The chat page (web/index.html) asks for this: a page served by llmchat then loads the served model's file,
+    # calls it by its name, and answers through this server's API where the browser cannot run the model. A page
+    # from anywhere else finds no such file and stands alone.
+    info = {"api": "/v1", "api_key": bool(options.api_key),  # the page has no key to send
+            "model": {"id": model.id, "name": model.title or model.id, "context": model.context,
+                      "file": f"/models/{quote(options.model_file.name)}" if options.model_file else None}}
+
+    @app.get("/server.json", include_in_schema=False)
+    async def page_info() -> JSONResponse:
+        return JSONResponse(info, headers={"Cache-Control": "no-cache"})
 
 
 def _add_file_routes(app: FastAPI, options: ServerOptions) -> None:

@@ -41,6 +41,7 @@ class ModelInfo:
     constraint: Callable[..., Constraint | None]  # response_format, grammar=, json_schema= -> the constraint
     token_bytes: Callable[[int], bytes]
     max_token_bytes: int | None = None  # the longest token's text in bytes; None skips the early length check
+    title: str = ""  # what the chat page calls the model (the catalogue's name for a catalogue model)
 
 
 @dataclass

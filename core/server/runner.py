@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
-from ..hub.catalogue import CATALOGUE, models_dir, resolve
+from ..hub.catalogue import CATALOGUE, entry_for_source, models_dir, resolve
 from ..errors import LLMChatError
 from ..gpu.profiles import NO_PROFILE, get_profile
 from .app import ServerOptions, create_app, runtime_missing
@@ -68,10 +68,12 @@ def model_info(llm, requested: str, path: str) -> ModelInfo:
     name = Path(path).name
     model_id = requested.lower() if requested.lower() in CATALOGUE else Path(name).stem
     aliases = frozenset({model_id, requested, name, Path(name).stem})
+    entry = CATALOGUE.get(requested.lower()) or entry_for_source(llm.gguf.sources[0])
     return ModelInfo(id=model_id, aliases=aliases, context=llm.context, vocab_size=llm.config.vocab_size,
                      encode_prompt=llm.encode_prompt, prepare_chat=llm.prepare_chat, encode_chat=llm.encode_chat,
                      constraint=partial(structured_constraint, llm.tokenizer), token_bytes=llm.tokenizer.token_bytes,
-                     max_token_bytes=llm.tokenizer.max_token_bytes())
+                     max_token_bytes=llm.tokenizer.max_token_bytes(),
+                     title=entry.display_name if entry else llm.config.name or Path(name).stem)
 
 
 def serve(config: ServeConfig) -> None:

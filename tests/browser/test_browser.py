@@ -141,6 +141,12 @@ def test_element_downloads_loads_and_answers_like_the_native_engine(shared, serv
     assert peak <= ready["total"] * 1.02 + largest, (peak, ready["total"], largest)
     print(f"GPU memory: {held} held, {peak} at the peak, plan {ready['total']}")
 
+    # The catalogue's name for its file (general.name says "Smollm2 135M 8k Lc100K Mix1 Ep2"), and where it runs.
+    assert ready["model"] == "SmolLM2 135M Instruct"
+    assert page.locator("llm-chat .status").inner_text().startswith(
+        "Ready: SmolLM2 135M Instruct, running in this browser on a software (CPU) WebGPU adapter")
+    assert page.inner_text("#where-note").startswith("SmolLM2 135M Instruct runs in this browser")
+
     tokens, done = ask(page, QUESTION, max_tokens=3)
     page.screenshot(path=shots / "reply.png")
     assert [t["token"] for t in tokens] == native["chat"]
@@ -153,22 +159,53 @@ def test_element_downloads_loads_and_answers_like_the_native_engine(shared, serv
     assert second["usage"]["cached_tokens"] >= second["usage"]["prompt_tokens"] // 2, second["usage"]
 
 
-def test_stop_button_ends_a_reply(shared, server, shots):
+# The texts the element's status line shows, in order, from when this runs.
+STATUS_RECORDER = """() => {
+  const line = document.querySelector("llm-chat").shadowRoot.querySelector(".status [role=status]");
+  window.__statuses = [line.textContent];
+  new MutationObserver(() => window.__statuses.push(line.textContent))
+    .observe(line, { childList: true, characterData: true, subtree: true });
+}"""
+
+
+def test_prompt_reading_shows_and_the_stop_button_ends_a_reply_marked_as_stopped(shared, server, shots):
     context, page = shared
     chat_page(page, server)
     done_before = len(events(page, "llm-done"))
     tokens_before = len(events(page, "llm-token"))
+    progress_before = len(events(page, "llm-progress"))
+    page.evaluate(STATUS_RECORDER)
     page.eval_on_selector("llm-chat", "el => el.setAttribute('max-tokens', '200')")
-    page.locator("llm-chat textarea").fill("Tell me a long story.")
+    # Long enough to take more than one prompt step (64 tokens each): the reading shows its progress.
+    page.locator("llm-chat textarea").fill("Tell me a long story about " + ", ".join(
+        f"a dragon called {name}" for name in ("Ash", "Birch", "Cedar", "Elm", "Fir", "Hazel", "Larch", "Oak",
+                                               "Pine", "Rowan", "Willow", "Yew")) + ".")
     page.locator("llm-chat button.send").click()
     page.wait_for_function("n => window.__events.filter(e => e[0] === 'llm-token').length > n", arg=tokens_before)
     page.screenshot(path=shots / "streaming.png")
     page.locator("llm-chat button.stop").click()
     done = wait_event(page, "llm-done", after=done_before)
-    assert done["finish_reason"] == "stop"
+    reading = [p for p in events(page, "llm-progress")[progress_before:] if p["phase"] == "prefill"]
+    assert len(reading) >= 2 and reading[0]["loaded"] == 0 and reading[0]["total"] > 64, reading
+    assert [p["loaded"] for p in reading] == sorted(p["loaded"] for p in reading)
+    assert all(p["total"] == reading[0]["total"] and p["loaded"] < p["total"] for p in reading), reading
+    statuses = page.evaluate("window.__statuses")
+    assert statuses.index("Reading your message…") < statuses.index("Writing the reply…"), statuses
+
+    # Stopped: reported as "abort" (not the "stop" of a reply that ended by itself), marked in the conversation.
+    assert done["finish_reason"] == "abort"
     assert len(events(page, "llm-token")) - tokens_before < 20
     assert page.locator("llm-chat button.stop").is_hidden()
     assert page.locator("llm-chat textarea").is_enabled()
+    reply = page.locator("llm-chat .message.assistant").last
+    assert "stopped" in reply.get_attribute("class") and "stopped" in reply.get_attribute("part")
+    assert reply.locator(".note").inner_text() == "Stopped before the end"
+    last = page.eval_on_selector("llm-chat", "el => el.history.at(-1)")
+    assert last == {"role": "assistant", "content": done["text"], "stopped": True}
+    saved = json.loads(page.evaluate(
+        "localStorage.getItem(Object.keys(localStorage).find((k) => k.startsWith('llmchat-chat:/index.html')))"))
+    assert saved["messages"][-1] == last  # kept for the next visit with its mark
+    assert page.evaluate("window.__statuses.at(-1)").startswith("Ready: SmolLM2 135M Instruct")
 
 
 def test_js_api_streams_openai_shaped_chunks(shared, server, native):

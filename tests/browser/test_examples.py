@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from server_util import running_server
+from test_browser import RECORDER, events, wait_event
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
@@ -22,8 +23,9 @@ SCRIPT_TIMEOUT_S = 300
 @pytest.fixture(scope="module")
 def served(smollm2_path, tmp_path_factory):
     log = tmp_path_factory.mktemp("serve") / "serve.log"
-    with running_server("smollm2", ["--pages", str(EXAMPLES), "--ctx", "512", "--log-level", "info"],
-                        log=log) as base:
+    # --web-dir: this tree's web folder (and its web/dist), wherever the installed package's llmchat.web points.
+    with running_server("smollm2", ["--pages", str(EXAMPLES), "--web-dir", str(ROOT / "web"), "--ctx", "512",
+                                    "--log-level", "info"], log=log) as base:
         yield base, log
 
 
@@ -113,3 +115,43 @@ def test_server_fallback_page_answers_through_the_server(served, page):
     assert _element_reply(page, "Capital of France?")
     assert ("POST", f"{base}/v1/chat/completions") in requests
     assert not [url for _, url in requests if "/models/" in url or "/dist/" in url]
+
+
+def test_the_chat_page_without_webgpu_answers_through_its_server_and_marks_a_stopped_reply(served, page):
+    """The chat page as `llmchat serve` serves it, in a browser without WebGPU: it hears of its server
+    (server.json), answers through its /v1 and says so, in the header and the status line, with the catalogue's
+    name for the model. A reply the visitor stops ends with finish_reason "abort" and stays marked after a reload;
+    the conversation goes on through the server (which would refuse the mark as a message field)."""
+    base, _ = served
+    host = base.split("//")[1]
+    page.add_init_script("delete Navigator.prototype.gpu;")
+    page.add_init_script(RECORDER)
+    requests = []
+    page.on("request", lambda r: requests.append((r.method, r.url)))
+    page.goto(f"{base}/")
+    status = _element_ready(page, max_tokens=200)
+    assert status.startswith(f"Ready: the model runs on the server at {host}, not in this browser"), status
+    assert "no WebGPU" in status
+    assert page.inner_text("#where-note") == (f"SmolLM2 135M Instruct runs on the server at {host}, not in this "
+                                              "browser: your messages are sent to it.")
+    page.locator("llm-chat textarea").fill("Tell me a long story about a dragon.")
+    page.locator("llm-chat button.send").click()
+    page.wait_for_function("window.__events.some(e => e[0] === 'llm-token' && e[1].text)")
+    page.locator("llm-chat button.stop").click()
+    done = wait_event(page, "llm-done")
+    assert done["finish_reason"] == "abort" and done["text"], done
+    note = page.locator("llm-chat .message.assistant.stopped .note")
+    assert note.inner_text() == "Stopped before the end"
+
+    page.reload()
+    _element_ready(page, max_tokens=2)
+    assert note.inner_text() == "Stopped before the end"  # restored with its mark
+    assert page.eval_on_selector("llm-chat", "el => el.history.at(-1).stopped") is True
+    page.locator("llm-chat textarea").fill("Thanks.")
+    page.locator("llm-chat button.send").click()
+    wait_event(page, "llm-done")
+    assert page.locator("llm-chat .message.assistant").count() == 2
+    assert sum(r == ("POST", f"{base}/v1/chat/completions") for r in requests) == 2
+    # Nothing of the in-browser runtime came down: no model, no interpreter, no offline copy of them.
+    assert not [url for _, url in requests if "/models/" in url or "/dist/pyodide/" in url], requests
+    assert page.evaluate("navigator.serviceWorker.getRegistrations().then((r) => r.length)") == 0

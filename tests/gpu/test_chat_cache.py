@@ -81,3 +81,20 @@ def test_saving_no_conversation_empties_the_file(adapter_gpu, tmp_path):  # noqa
     with chat_cache.LocalFile(saved, writable=False) as file:
         assert saved.stat().st_size == chat_cache.read_layout(file).end(0)
     assert LLM(str(path), context=128, device=adapter_gpu.device).restore_chat(saved) == 0
+
+
+def test_the_prompt_reports_its_progress_leaving_out_what_the_cache_holds(adapter_gpu, tmp_path):  # noqa: F811
+    """on_prefill hears, before each step of a prompt, the tokens of it computed so far and in all: the first turn
+    in steps of max_tokens_per_step, a follow-up only for what the conversation's cache does not hold."""
+    path = write_model(tmp_path / "m.gguf", n_layer=2, n_embd=64, n_head=4, n_kv_head=2, seed=3)
+    llm = LLM(str(path), context=256, device=adapter_gpu.device, max_tokens_per_step=16)
+    heard: list[tuple[int, int]] = []
+    events = list(llm.chat(FIRST, max_tokens=2, on_prefill=lambda done, total: heard.append((done, total))))
+    prompt = events[-1].usage["prompt_tokens"]
+    assert prompt > 32 and heard == [(done, prompt) for done in range(0, prompt, 16)], (prompt, heard)
+    heard.clear()
+    events = list(llm.chat(follow_up(llm, [e.token for e in events if e.token is not None], "and the honey?"),
+                           max_tokens=1, on_prefill=lambda done, total: heard.append((done, total))))
+    usage = events[-1].usage
+    new = usage["prompt_tokens"] - usage["cached_tokens"]
+    assert usage["cached_tokens"] > 0 and heard == [(done, new) for done in range(0, new, 16)], (usage, heard)

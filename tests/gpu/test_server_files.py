@@ -73,6 +73,16 @@ def test_folders_serve_their_index(server):
     assert httpx.get(f"{server}/docs").text == WEB_FILES["docs/index.html"][0]
 
 
+def test_the_chat_page_hears_of_its_server(server, site):
+    """server.json tells web/index.html where this server's API is and which model it serves (as a file too)."""
+    model = site[3]
+    r = httpx.get(f"{server}/server.json")
+    assert r.status_code == 200 and r.headers["cache-control"] == "no-cache"
+    # Not a catalogue model: it is called what its file calls itself (general.name).
+    assert r.json() == {"api": "/v1", "api_key": False, "model": {
+        "id": model.stem, "name": "tiny random model", "context": 64, "file": f"/models/{model.name}"}}
+
+
 def test_hidden_and_cache_files_are_not_served(server):
     for path in ("/.env", "/__pycache__/x.pyc", "/missing.js", "/v1/nothing"):
         r = httpx.get(server + path)

@@ -28,6 +28,22 @@ def _leftovers(directory: Path) -> list[str]:
     return sorted(p.name for p in directory.iterdir() if p.name.startswith(".") or p.name.endswith(".partial"))
 
 
+def test_a_catalogue_file_is_known_by_its_name_and_size_wherever_it_comes_from() -> None:
+    from llmchat.gguf.sources import Source
+
+    class Named(Source):  # only what names it: no bytes are read
+        def __init__(self, name: str, size: int) -> None:
+            self.name, self.size = name, size
+
+    assert SMOLLM2.display_name == "SmolLM2 135M Instruct"
+    assert CATALOGUE["gemma3-1b"].display_name == "Gemma 3 1B Instruct"  # a hub entry's, from its description
+    for name in ("/cache/SmolLM2-135M-Instruct.Q4_1.gguf", "https://example.org/m/SmolLM2-135M-Instruct.Q4_1.gguf",
+                 "http://127.0.0.1:8000/models/SmolLM2-135M-Instruct.Q4_1.gguf?x=1"):
+        assert catalogue.entry_for_source(Named(name, SMOLLM2.size)) is SMOLLM2, name
+    assert catalogue.entry_for_source(Named("/cache/SmolLM2-135M-Instruct.Q4_1.gguf", SMOLLM2.size - 1)) is None
+    assert catalogue.entry_for_source(Named("/cache/other.gguf", SMOLLM2.size)) is None
+
+
 # --- resolve without network ------------------------------------------------------------------------------------
 
 

@@ -80,7 +80,9 @@ def test_without_the_runtime_the_server_warns_and_its_page_chats_through_the_api
     empty = tmp_path / "no-runtime"
     empty.mkdir()
     log = tmp_path / "serve.log"
-    with running_server("smollm2", ["--ctx", "256"], env={"LLMCHAT_WEB_DIST": str(empty)}, log=log) as base:
+    # --web-dir: this tree's web folder, wherever the installed package's llmchat.web points.
+    with running_server("smollm2", ["--ctx", "256", "--web-dir", str(ROOT / "web")],
+                        env={"LLMCHAT_WEB_DIST": str(empty)}, log=log) as base:
         warnings = [line for line in log.read_text().splitlines() if "browser runtime is not installed" in line]
         assert len(warnings) == 1 and str(empty) in warnings[0] and "/v1" in warnings[0], log.read_text()
         requests = []
@@ -90,7 +92,9 @@ def test_without_the_runtime_the_server_warns_and_its_page_chats_through_the_api
         assert "server's own API" in page.inner_text("#runtime-note")
         page.eval_on_selector("llm-chat", "el => el.setAttribute('max-tokens', '4')")
         page.wait_for_function("!document.querySelector('llm-chat').shadowRoot.querySelector('textarea').disabled")
-        assert f"Using {base}/v1" in page.locator("llm-chat .status").inner_text()
+        host = base.removeprefix("http://")
+        assert f"the model runs on the server at {host}" in page.locator("llm-chat .status").inner_text()
+        assert page.inner_text("#where-note").startswith(f"SmolLM2 135M Instruct runs on the server at {host}")
         page.locator("llm-chat textarea").fill("Capital of France?")
         page.locator("llm-chat button.send").click()
         page.wait_for_function(
