@@ -50,6 +50,7 @@ class StreamEvent:
     reasoning: str = ""
     tool_calls: list = field(default_factory=list)
     message: dict | None = None
+    unenforced: tuple = ()  # on the last event: a best-effort JSON schema's keywords that were not enforced
 
     @property
     def parts(self) -> dict:
@@ -194,7 +195,8 @@ class LLM(Runtime):
         t2 = time.perf_counter()
         decode_tokens = max(0, event.completion_tokens - 1)
         host_s, steps = stats["host_s"] - host0, stats["steps"] - steps0
-        yield StreamEvent("", finish_reason=event.reason,
+        constraint = seq.request.constraint
+        yield StreamEvent("", finish_reason=event.reason, unenforced=constraint.unenforced if constraint else (),
                           usage={"prompt_tokens": event.prompt_tokens, "completion_tokens": event.completion_tokens,
                                  "cached_tokens": event.cached_tokens},
                           timings={"load_s": self.load_s,

@@ -213,6 +213,7 @@ def chat(request: str, emit, should_stop, cache=None) -> None:
             parts = event.parts
             if event.finish_reason is not None:
                 usage = event.usage
+                completion.unenforced = event.unenforced
                 send([completion.take(0, Piece(
                     event.text, parts, finish_reason=event.finish_reason, message=event.message,
                     counts=Counts(usage["prompt_tokens"], usage["completion_tokens"], usage["cached_tokens"]),

@@ -11,6 +11,8 @@ with no choices when the request set `stream_options.include_usage` (OpenAI's wa
 `usage: null`), otherwise on the chunk that finishes the last choice.
 
 A chunk may carry llmchat's own fields under `llmchat` (the browser runtime's token ids, timings, KV cache report).
+A best-effort JSON schema's keywords that were not enforced come as `llmchat.unenforced_schema_keywords` (JSON
+pointers): in the whole answer, and in a stream on the chunk that finishes the last choice.
 """
 from __future__ import annotations
 
@@ -76,6 +78,7 @@ class Completion:
         self.created = int(time.time())
         self.choices = [_Choice() for _ in range(prompts * n)]
         self._open = len(self.choices)
+        self.unenforced: tuple[str, ...] = ()  # a best-effort schema's keywords the grammar left out
 
     # -- stream ---------------------------------------------------------------------------------------------------
     def opening(self) -> list[dict[str, Any]]:
@@ -110,9 +113,14 @@ class Completion:
         chunk = self._chunk([choice])
         if piece.finish_reason is not None and self.done and not self.include_usage:
             chunk["usage"] = self.usage()
-        if piece.extension:
-            chunk["llmchat"] = piece.extension
+        extension = {**(piece.extension or {}), **(self._ours() if piece.finish_reason and self.done else {})}
+        if extension:
+            chunk["llmchat"] = extension
         return chunk
+
+    def _ours(self) -> dict[str, Any]:
+        """llmchat's fields of the whole answer."""
+        return {"unenforced_schema_keywords": list(self.unenforced)} if self.unenforced else {}
 
     def closing(self) -> list[dict[str, Any]]:
         """The chunks a finished stream ends with: the usage, when the request asked for a chunk of its own."""
@@ -138,7 +146,7 @@ class Completion:
                                 "finish_reason": c.finish_reason})
         return {"id": self.id, "object": "chat.completion" if self.chat else "text_completion",
                 "created": self.created, "model": self.model, "system_fingerprint": SYSTEM_FINGERPRINT,
-                "choices": choices, "usage": self.usage()}
+                "choices": choices, "usage": self.usage(), **({"llmchat": self._ours()} if self._ours() else {})}
 
     def usage(self) -> dict[str, Any]:
         """Token counts of the finished choices. A prompt counts once however many choices it had, and its cached

@@ -298,6 +298,8 @@ class Answer:
         self.completion = Completion(chat=request.chat, model=model.id, prompts=prepared.prompts, n=request.n,
                                      top_logprobs=request.top_logprobs, include_usage=request.include_usage,
                                      token_bytes=model.token_bytes)
+        constraints = [g.constraint for g in prepared.generations if g.constraint is not None]
+        self.completion.unenforced = constraints[0].unenforced if constraints else ()
         setup = prepared.setup
         self.replies = [None if setup is None else Reply(setup.parser()) for _ in prepared.generations]
 

@@ -170,3 +170,25 @@ def test_the_readme_examples_run(server, tmp_path):
     assert done.returncode == 0, done.stderr
     name, moons = done.stdout.split()[0], done.stdout.split()[-1]
     assert name and moons.isdigit()
+
+
+def test_a_best_effort_schema_enforces_what_it_can_and_says_what_it_did_not(client):
+    schema = {"type": "object", "properties": {"tags": {"type": "array", "items": {"type": "string", "maxLength": 8},
+                                                        "maxItems": 2, "uniqueItems": True}},
+              "required": ["tags"], "additionalProperties": False}
+    ask = [{"role": "user", "content": "Give two tags for Paris as JSON."}]
+    strict = {"type": "json_schema", "json_schema": {"name": "tags", "schema": schema}}
+    with pytest.raises(openai.BadRequestError, match="uniqueItems"):
+        client.chat.completions.create(model="smollm2", messages=ask, response_format=strict, max_tokens=4)
+    loose = {"type": "json_schema", "json_schema": {"name": "tags", "schema": schema, "strict": False}}
+    reply = client.chat.completions.create(model="smollm2", messages=ask, response_format=loose, max_tokens=40,
+                                           temperature=0)
+    assert reply.model_extra["llmchat"] == {"unenforced_schema_keywords": ["/properties/tags/uniqueItems"]}
+    if reply.choices[0].finish_reason == "stop":
+        tags = json.loads(reply.choices[0].message.content)["tags"]
+        assert len(tags) <= 2 and all(isinstance(t, str) and len(t) <= 8 for t in tags)  # the enforced part
+    chunks = list(client.chat.completions.create(model="smollm2", messages=ask, response_format=loose,
+                                                 max_tokens=6, stream=True))
+    marked = [c.model_extra.get("llmchat") for c in chunks if c.model_extra.get("llmchat")]
+    assert marked == [{"unenforced_schema_keywords": ["/properties/tags/uniqueItems"]}]
+    assert chunks[-1].choices[0].finish_reason is not None
