@@ -8,7 +8,11 @@ compiled (then every valid instance must match in every serialization and no inv
 (UnsupportedSchemaError naming the keywords' paths, or GrammarError for a schema nothing satisfies), or a crash.
 
     .venv/bin/python tools/build/fetch_json_schema_suite.py --if-missing     # the suite, from PyPI
-    .venv/bin/python tools/reference/json_schema_suite.py [--json] [--failures]
+    .venv/bin/python tools/reference/json_schema_suite.py [--json] [--failures] [--refusals]
+
+`--engine llguidance` runs llguidance's JSON compiler on the same files, matched the same way, for comparison; it
+needs llguidance installed (in an environment of its own: `python -m venv /tmp/llg && /tmp/llg/bin/pip install
+llguidance`, then `PYTHONPATH=<a folder whose llmchat links to core/> /tmp/llg/bin/python ...`).
 
 Two files are left out: refRemote.json and vocabulary.json need documents from a remote server. `format` is asserted,
 as the format-assertion vocabulary has it (optional/format/ tests it): format.json's strings that expect an
@@ -152,11 +156,48 @@ def key_order(schema) -> dict[str, int]:
 
 # --- running ---------------------------------------------------------------------------------------------------
 
-def run_group(group: Group) -> Result:
+class Llmchat:
+    """llmchat's JSON-schema grammars: compile(schema) -> a matcher factory, or raise to refuse."""
+    refusals = (UnsupportedSchemaError, GrammarError)
+
+    @staticmethod
+    def compile(schema):
+        grammar = Grammar.parse(schema_to_gbnf(schema))
+
+        def matches(data: bytes) -> bool:
+            m = grammar.matcher()
+            return m.advance(data) and m.can_end
+        return matches
+
+
+class Llguidance:
+    """llguidance's JSON compiler over a byte tokenizer, for comparison."""
+
+    class Refused(Exception):
+        pass
+    refusals = (Refused,)
+
+    def __init__(self) -> None:
+        from llguidance import LLMatcher, LLTokenizer
+        self.matcher, self.tokenizer = LLMatcher, LLTokenizer("byte")
+
+    def compile(self, schema):
+        grammar = self.matcher.grammar_from_json_schema(schema)
+        probe = self.matcher(self.tokenizer, grammar)
+        if probe.is_error():
+            raise self.Refused(probe.get_error())
+
+        def matches(data: bytes) -> bool:
+            m = self.matcher(self.tokenizer, grammar)
+            return m.consume_tokens(self.tokenizer.tokenize_bytes(data)) and m.is_accepting()
+        return matches
+
+
+def run_group(group: Group, engine=Llmchat) -> Result:
     start = time.perf_counter()
     try:
-        grammar = Grammar.parse(schema_to_gbnf(group.schema))
-    except (UnsupportedSchemaError, GrammarError) as exc:
+        matches = engine.compile(group.schema)
+    except engine.refusals as exc:
         return Result(group, "refused", f"{type(exc).__name__}: {exc}", time.perf_counter() - start)
     except Exception as exc:  # noqa: BLE001 - a crash is an outcome this tool reports
         return Result(group, "crash", f"{type(exc).__name__}: {exc}", time.perf_counter() - start)
@@ -169,8 +210,7 @@ def run_group(group: Group) -> Result:
             except ValueError:
                 continue
             try:
-                m = grammar.matcher()
-                matched = m.advance(text.encode("utf-8")) and m.can_end
+                matched = matches(text.encode("utf-8"))
             except GrammarError as exc:
                 result.outcome, result.error = "crash", f"{test.description} [{style}]: {exc}"
                 break
@@ -193,6 +233,8 @@ def summary(results: list[Result]) -> dict:
         "compiled": len(compiled),
         "core groups (not optional/)": len(core),
         "core groups compiled": sum(r.outcome == "compiled" for r in core),
+        "core: invalid instances accepted": instances([r for r in core if r.outcome == "compiled"], "accepted_invalid"),
+        "core: valid instances rejected": instances([r for r in core if r.outcome == "compiled"], "rejected_valid"),
         "refused": sum(r.outcome == "refused" for r in results),
         "crashed": sum(r.outcome == "crash" for r in results),
         "valid instances in compiled groups": sum(t.valid for r in compiled for t in r.group.tests),
@@ -207,8 +249,10 @@ def main() -> int:
     parser.add_argument("--json", action="store_true", help="one JSON object: the summary and every group")
     parser.add_argument("--failures", action="store_true", help="list the groups with a wrong answer or a crash")
     parser.add_argument("--refusals", action="store_true", help="list the refused groups and why")
+    parser.add_argument("--engine", choices=("llmchat", "llguidance"), default="llmchat")
     args = parser.parse_args()
-    results = [run_group(g) for g in load()]
+    engine = Llguidance() if args.engine == "llguidance" else Llmchat
+    results = [run_group(g, engine) for g in load()]
     if args.json:
         print(json.dumps({"summary": summary(results), "groups": [
             {"group": r.group.name, "outcome": r.outcome, "error": r.error, "seconds": round(r.seconds, 4),
