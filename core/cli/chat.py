@@ -7,6 +7,7 @@ import signal
 import sys
 import threading
 
+from ..gpu.device import describe_adapter
 from .options import engine_arguments, load, sampling, sampling_arguments, structure
 
 HELP = "talk with a model in the terminal (Ctrl-C stops a reply, Ctrl-D leaves)"
@@ -24,7 +25,7 @@ def run(args: argparse.Namespace) -> int:
     shape = structure(args)
     llm = load(args)
     messages = [{"role": "system", "content": args.system}] if args.system else []
-    print(f"llmchat: {llm.config.name or args.model} on {llm.device.info.name}, chat template: "
+    print(f"llmchat: {llm.config.name or args.model} on {describe_adapter(llm.device.info)}, chat template: "
           f"{llm.template.describe()}. Ctrl-C stops a reply, Ctrl-D leaves.", file=sys.stderr)
     while True:
         try:

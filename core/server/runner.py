@@ -11,6 +11,7 @@ from pathlib import Path
 
 from ..hub.catalogue import CATALOGUE, models_dir, resolve
 from ..errors import LLMChatError
+from ..gpu.device import adapter_notice
 from ..gpu.profiles import NO_PROFILE, get_profile
 from .app import ServerOptions, create_app, runtime_missing
 from .completions import ModelInfo
@@ -86,9 +87,9 @@ def serve(config: ServeConfig) -> None:
     step = max(64, config.max_batch + config.prefill_chunk)
     llm = Runtime(path, LoadOptions(context=config.ctx, n_slots=config.max_batch + cache_entries,
                                     max_tokens_per_step=step, profile=get_profile(config.profile) or NO_PROFILE))
-    if llm.device.info.software:
-        print(f"llmchat: {llm.device.info.name} is a software (CPU-emulated) adapter: expect it to be slow",
-              file=sys.stderr)
+    notice = adapter_notice(llm.device.info)
+    if notice:
+        print(notice, file=sys.stderr)
     if llm.device.info.profile:
         print(f"llmchat: device profile '{llm.device.info.profile}' "
               f"(GPU memory budget {llm.device.info.gpu_budget / 2**20:.0f} MiB)", file=sys.stderr)
