@@ -73,7 +73,8 @@ def test_chat_template_refuses_bad_messages(smollm2_path: Path) -> None:
 @pytest.mark.model
 def test_inspect_summarises_the_model(smollm2_path: Path) -> None:
     text = ok(llmchat("inspect", str(smollm2_path)))
-    assert "llama" in text
+    assert "llama" in text and "token_embd.weight" not in text  # the tensor table only with --tensors
+    assert "  0  token_embd.weight  " in ok(llmchat("inspect", str(smollm2_path), "--tensors"))
     summary: Any = json.loads(ok(llmchat("inspect", str(smollm2_path), "--json")))
     assert "llama" in json.dumps(summary)
 
