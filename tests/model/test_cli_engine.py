@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import pty
+import re
 import signal
 import subprocess
 import sys
@@ -34,9 +36,38 @@ def test_run_json_is_greedy_and_matches_llama_cpp(model):
     assert out["adapter"]["name"] and out["finish_reason"] == "length"
 
 
+SPEED = re.compile(r"llmchat: (\d+) prompt tokens at \d+\.\d tokens/s \(prefill\), (\d+) generated at \d+\.\d "
+                   r"tokens/s \(decode\); finish: (\w+)")
+
+
 def test_run_streams_text_and_honours_stop(model):
-    out = ok(llmchat("run", model, "-p", PROMPT["text"], "-n", "16", "--stop", "."))
-    assert out == " Paris\n"  # the greedy text is " Paris.\n\n..." and stops before the "."
+    result = llmchat("run", model, "-p", PROMPT["text"], "-n", "16", "--stop", ".")
+    assert ok(result) == " Paris\n"  # the greedy text is " Paris.\n\n..." and stops before the "."; piped: no prompt
+    speed = SPEED.fullmatch(result.stderr.splitlines()[-1])  # the speed goes to stderr
+    assert speed and int(speed[1]) == len(PROMPT["ids"]) and int(speed[2]) >= 1 and speed[3] == "stop", result.stderr
+
+
+def test_run_on_a_terminal_shows_the_prompt_dimmed_before_the_completion(model):
+    terminal, child_side = pty.openpty()
+    result = subprocess.run([sys.executable, "-m", "llmchat", "run", model, "-p", PROMPT["text"], "-n", "16",
+                             "--stop", "."], stdout=child_side, stderr=subprocess.PIPE, text=True, timeout=120)
+    os.close(child_side)
+    out = b""
+    while True:
+        try:
+            chunk = os.read(terminal, 4096)
+        except OSError:  # EIO: the child side is closed and everything was read
+            break
+        if not chunk:
+            break
+        out += chunk
+    os.close(terminal)
+    assert result.returncode == 0, result.stderr
+    # The terminal turns "\n" into "\r\n".
+    assert out.decode() == f"\033[2m{PROMPT['text']}\033[0m Paris\r\n"
+    assert SPEED.fullmatch(result.stderr.splitlines()[-1]), result.stderr
+    if "llvmpipe" in result.stderr:  # the slow-adapter line says what llvmpipe is, in the README's words
+        assert "lavapipe, Mesa's Vulkan on the CPU) runs on the CPU: correct, and slow" in result.stderr
 
 
 def test_seeded_sampling_repeats(model):
