@@ -9,6 +9,8 @@ import re
 import signal
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
 from cli_util import llmchat, ok, one_line_error
@@ -110,17 +112,50 @@ def test_weights_from_textures_or_buffers_give_the_same_tokens(model):
     assert json.loads(ok(llmchat(*run)))["ids"] == json.loads(ok(llmchat(*run, env=off)))["ids"]
 
 
-def test_chat_answers_and_ctrl_c_stops_a_reply(model):
+def test_chat_answers_and_ctrl_c_stops_a_reply_then_says_how_to_leave(model):
     proc = subprocess.Popen([sys.executable, "-m", "llmchat", "chat", model, "-n", "400"], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ))
     proc.stdin.write("Tell me a very long story about a dragon.\n")
     proc.stdin.flush()
-    proc.stdout.read(3)  # "> " prompt and the first streamed character: a reply is under way
+    out = proc.stdout.read(3)  # "> " prompt and the first streamed character: a reply is under way
     proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=120)  # closes stdin: Ctrl-D leaves
-    assert proc.returncode == 0, err
-    assert "[stopped]" in out
+    while not out.endswith("[stopped]\n> "):  # the reply stops, and the next prompt waits for a line
+        char = proc.stdout.read(1)
+        assert char, out
+        out += char
+    _wait_for_a_read(proc)
+    proc.send_signal(signal.SIGINT)  # at the prompt: the first Ctrl-C only says how to leave
+    err = ""
+    while not err.endswith("(Ctrl-C again or Ctrl-D leaves; the conversation is not kept)\n"):
+        line = proc.stderr.readline()
+        assert line, err
+        err += line
+    assert proc.poll() is None
+    _wait_for_a_read(proc)
+    proc.send_signal(signal.SIGINT)  # the second leaves
+    rest, err_rest = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err + err_rest
+    assert "Traceback" not in err + err_rest and rest == "\n> \n"  # the prompt again after the hint, then leaving
     assert "chat template: tokenizer.chat_template from the model file" in err  # it says which template it uses
+
+
+def _wait_for_a_read(proc: subprocess.Popen, timeout: float = 30) -> None:
+    """Wait until the process's main thread blocks reading its stdin pipe. A signal that comes between input()
+    writing its prompt and starting to read is only acted on after the read returns (a person never types that
+    fast); where the kernel does not say what a thread waits in, a pause stands in."""
+    wchan = Path(f"/proc/{proc.pid}/task/{proc.pid}/wchan")
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            waiting = wchan.read_text()
+        except OSError:
+            break
+        if waiting in ("", "0"):  # hidden
+            break
+        if "pipe_read" in waiting:
+            return
+        time.sleep(0.02)
+    time.sleep(0.5)
 
 
 def not_a_model(tmp_path) -> str:
