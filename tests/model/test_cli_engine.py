@@ -6,6 +6,7 @@ import json
 import os
 import pty
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -13,10 +14,13 @@ import time
 from pathlib import Path
 
 import pytest
-from cli_util import llmchat, ok, one_line_error
+from cli_util import llmchat, ok, one_line_error, read_terminal
 from test_cli import GOLDEN
 
+from llmchat.server.launch import free_port
+
 pytestmark = pytest.mark.model
+ROOT = Path(__file__).parents[2]
 
 PROMPT = GOLDEN["prompts"][0]  # "The capital of France is"
 # Counting from 1 to 7: no near-ties in its first 16 greedy tokens (on prompt 0 llama.cpp's 8-bit activations flip
@@ -54,15 +58,7 @@ def test_run_on_a_terminal_shows_the_prompt_dimmed_before_the_completion(model):
     result = subprocess.run([sys.executable, "-m", "llmchat", "run", model, "-p", PROMPT["text"], "-n", "16",
                              "--stop", "."], stdout=child_side, stderr=subprocess.PIPE, text=True, timeout=120)
     os.close(child_side)
-    out = b""
-    while True:
-        try:
-            chunk = os.read(terminal, 4096)
-        except OSError:  # EIO: the child side is closed and everything was read
-            break
-        if not chunk:
-            break
-        out += chunk
+    out = read_terminal(terminal)
     os.close(terminal)
     assert result.returncode == 0, result.stderr
     # The terminal turns "\n" into "\r\n".
@@ -70,6 +66,46 @@ def test_run_on_a_terminal_shows_the_prompt_dimmed_before_the_completion(model):
     assert SPEED.fullmatch(result.stderr.splitlines()[-1]), result.stderr
     if "llvmpipe" in result.stderr:  # the slow-adapter line says what llvmpipe is, in the README's words
         assert "lavapipe, Mesa's Vulkan on the CPU) runs on the CPU: correct, and slow" in result.stderr
+
+
+def test_make_demo_completes_then_serves_until_ctrl_c_ends_it_without_an_error(model, tmp_path):
+    """The Makefile's own demo recipe, run by make on a terminal with its set-up taken as done (-o): the
+    completion as a terminal shows it, serve's account of its memory, then Ctrl-C sent to the whole foreground
+    group, as a terminal sends it. make prints an error line for every step that fails or is killed by a signal,
+    so none means serve exited 0."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    script = bin_dir / "llmchat"  # the recipe runs $(BIN)/llmchat: this interpreter's llmchat
+    script.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} -m llmchat "$@"\n')
+    script.chmod(0o755)
+    terminal, child_side = pty.openpty()
+    proc = subprocess.Popen(["make", "-o", "system-deps-demo", "-o", ".venv/.installed", "-o", "web",
+                             f"BIN={bin_dir}", f"MODEL={model}", f"PORT={free_port()}", "demo"], cwd=ROOT,
+                            stdin=child_side, stdout=child_side, stderr=child_side, start_new_session=True)
+    os.close(child_side)
+    try:
+        out = read_terminal(terminal, b"Application startup complete.", timeout=300)
+        os.killpg(proc.pid, signal.SIGINT)
+        out += read_terminal(terminal)
+        proc.wait(60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        os.close(terminal)
+    text = out.decode(errors="replace")
+    assert "make: ***" not in text and "Traceback" not in text, text
+    assert "Finished server process" in text  # uvicorn shut down: serve was not killed
+    assert proc.returncode == -signal.SIGINT  # make itself ends as interrupted (GNU make re-raises it), silently
+    assert '\033[2mThe three most useful things to know about WebGPU are\033[0m' in text  # the prompt, dimmed
+    assert SPEED.search(text), text
+    memory = re.search(r"llmchat: GPU memory \d+ MiB: weights [\d.]+ MiB, KV cache [\d.]+ MiB \(f(16|32), "
+                       r"(\d+) sequences of 2048 positions\), activations [\d.]+ MiB \(\d+ tokens a step\)\r\n"
+                       r"llmchat: the KV cache's (\d+) sequences: up to (\d+) decoded at once \(--max-batch; "
+                       r"the default( on a CPU emulation)?\) and (\d+) finished ones kept for prefix sharing", text)
+    assert memory, text
+    software = "runs on the CPU: correct, and slow" in text
+    assert int(memory[2]) == int(memory[3]) == int(memory[4]) + int(memory[6])
+    assert (int(memory[4]), bool(memory[5])) == ((2, True) if software else (8, False))
 
 
 def test_seeded_sampling_repeats(model):
