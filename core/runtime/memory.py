@@ -78,8 +78,10 @@ class MemoryPlan:
         2048 positions), activations 9.9 MiB" (`inspect`, `serve` and the too-large error all print this)."""
         if self.kv_positions != self.context * self.slots:  # a cache smaller than a full context each
             held = f"{self.kv_positions} positions shared by {self.slots} sequences of up to {self.context}"
+        elif self.slots > 1:
+            held = f"{self.slots} sequences of {self.context} positions"
         else:
-            held = f"{self.slots} sequences of {self.context} positions" if self.slots > 1 else f"{self.context} positions"
+            held = f"{self.context} positions"
         parts = [f"weights {_mib(self.weights)}", f"KV cache {_mib(self.kv_cache)} ({self.kv_type}, {held})",
                  f"activations {_mib(self.activations)} ({self.step_tokens} tokens a step)"]
         if self.state:
