@@ -10,7 +10,7 @@ from functools import partial
 from pathlib import Path
 
 from ..hub.catalogue import CATALOGUE, models_dir, resolve
-from ..errors import LLMChatError
+from ..errors import LLMChatError, ModelTooLargeError
 from ..gpu.device import AdapterInfo, adapter_notice
 from ..gpu.profiles import NO_PROFILE, get_profile
 from .app import ServerOptions, create_app, runtime_missing
@@ -81,8 +81,8 @@ def memory_lines(plan: MemoryPlan, max_batch: int, cache_entries: int, batch_why
     max_batch is what it is, when the user did not choose it)."""
     return [f"llmchat: GPU memory {plan.total / 2**20:.0f} MiB: {plan.parts()}",
             f"llmchat: the KV cache's {plan.slots} sequences: up to {max_batch} decoded at once (--max-batch"
-            f"{'; ' + batch_why if batch_why else ''}) and {cache_entries} finished ones kept for prefix sharing "
-            "(--cache-entries)"]
+            f"{'; ' + batch_why if batch_why else ''}) and {cache_entries} finished "
+            f"{'one' if cache_entries == 1 else 'ones'} kept for prefix sharing (--cache-entries)"]
 
 
 def model_info(llm, requested: str, path: str) -> ModelInfo:
@@ -117,11 +117,21 @@ def serve(config: ServeConfig) -> None:
     max_batch = default_max_batch(device.info) if config.max_batch is None else config.max_batch
     batch_why = ("the default on a CPU emulation" if device.info.software else "the default") \
         if config.max_batch is None else ""
-    cache_entries = max_batch if config.cache_entries is None else config.cache_entries
-    # A step carries every decoding sequence's token plus a prompt chunk, so it must hold max_batch + 1 at least.
-    step = max(64, max_batch + config.prefill_chunk)
-    llm = Runtime(path, LoadOptions(context=config.ctx, n_slots=max_batch + cache_entries, max_tokens_per_step=step,
-                                    profile=profile), device=device)
+    while True:
+        cache_entries = max_batch if config.cache_entries is None else config.cache_entries
+        # A step carries every decoding sequence's token plus a prompt chunk, so it must hold max_batch + 1 at least.
+        step = max(64, max_batch + config.prefill_chunk)
+        try:
+            llm = Runtime(path, LoadOptions(context=config.ctx, n_slots=max_batch + cache_entries,
+                                            max_tokens_per_step=step, profile=profile), device=device)
+            break
+        except ModelTooLargeError:
+            # The memory plan refuses before anything is allocated. A batch the user chose stays as chosen (the
+            # error says what fits); a default one is halved until the plan fits a small GPU memory budget.
+            if config.max_batch is not None or max_batch == 1:
+                raise
+            max_batch //= 2
+            batch_why = "fewer than the default, to fit the GPU memory budget"
     for line in memory_lines(llm.plan, max_batch, cache_entries, batch_why):
         print(line, file=sys.stderr)
     scheduler = llm.scheduler(max_batch=max_batch, max_queue=config.max_queue,
@@ -151,7 +161,8 @@ def serve(config: ServeConfig) -> None:
     app = create_app(scheduler, info, options)
     logging.getLogger("llmchat.server").setLevel(config.log_level.upper())
     scheduler.start()
-    print(f"llmchat: serving {info.id} ({llm.context}-token context, up to {max_batch} sequences at once) "
+    at_once = f"{max_batch} {'sequence' if max_batch == 1 else 'sequences'} at once"
+    print(f"llmchat: serving {info.id} ({llm.context}-token context, up to {at_once}) "
           f"on http://{config.host}:{config.port}/v1", file=sys.stderr, flush=True)
     uv_config = uvicorn.Config(app, host=config.host, port=config.port, log_level=config.log_level,
                                http=header_timeout_protocol(config.header_timeout),
