@@ -1,18 +1,21 @@
-# `make demo` runs the main job, `make test` the test suite; each first sets up what it needs: Debian packages,
-# the virtual environment .venv and the default model. Stamp files inside .venv make repeated runs quick.
+# `make demo` runs the main job, `make test` the test suite; each first sets up what it needs, and only that:
+# Debian packages (tools/build/system-deps.sh's demo or test set), the virtual environment .venv, the browser
+# runtime web/dist, the models. Stamp files make repeated runs quick.
 
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 MODEL  ?= smollm2
 PYTEST_ARGS ?=
+TEST_WHEELS := build/pyodide-test-wheels
 
-.PHONY: demo test system-deps web clean
+.PHONY: demo test system-deps-demo system-deps-test web clean
 
 # The demo: a short completion in the terminal, then the server until Ctrl-C — the chat page at
-# http://127.0.0.1:$(PORT)/ runs the model in the browser, and the OpenAI-compatible API is at /v1.
+# http://127.0.0.1:$(PORT)/ runs the model in the browser, and the OpenAI-compatible API is at /v1. Ctrl-C is the
+# end: serve exits 0 on it, so make prints no error (make itself then ends as interrupted, status 130, silently).
 PORT ?= 8000
-demo: system-deps $(VENV)/.installed web
+demo: system-deps-demo $(VENV)/.installed web
 	$(BIN)/llmchat pull $(MODEL)
 	$(BIN)/llmchat run $(MODEL) -n 48 -p "The three most useful things to know about WebGPU are"
 	@echo "llmchat: chat in your browser at http://127.0.0.1:$(PORT)/ (the model runs in the page); API at http://127.0.0.1:$(PORT)/v1 ; Ctrl-C stops"
@@ -42,7 +45,7 @@ $(PYODIDE_TOOLS)/.installed: Makefile
 # the browser's on TEST_JOBS processes (one per core), then the browser's in one process (Chromium uses every core;
 # see tests/conftest.py for why they come last).
 TEST_JOBS ?= auto
-test: system-deps $(VENV)/.installed-test web $(PYODIDE_TOOLS)/.installed
+test: system-deps-test $(VENV)/.installed-test web $(TEST_WHEELS)/.downloaded $(PYODIDE_TOOLS)/.installed
 	$(BIN)/llmchat pull smollm2 >/dev/null
 	$(BIN)/llmchat pull gemma3-270m >/dev/null
 	$(BIN)/python tools/build/fetch_llama_vocabs.py --if-missing
@@ -50,8 +53,8 @@ test: system-deps $(VENV)/.installed-test web $(PYODIDE_TOOLS)/.installed
 	LLMCHAT_REQUIRE_MODEL=1 LLMCHAT_REQUIRE_WEB=1 LLMCHAT_REQUIRE_GPU=1 LLMCHAT_FAIL_SKIPS=1 \
 		$(BIN)/python tools/build/run_tests.py --jobs $(TEST_JOBS) $(PYTEST_ARGS)
 
-system-deps:
-	@PYTHON=$(PYTHON) tools/build/system-deps.sh
+system-deps-demo system-deps-test:
+	@PYTHON=$(PYTHON) tools/build/system-deps.sh $(@:system-deps-%=%)
 
 $(VENV)/.created:
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
@@ -77,8 +80,9 @@ $(VENV)/.installed-test: pyproject.toml $(VENV)/.created
 	$(call install_editable,.[test])
 	touch $@
 
-# The browser runtime's files served from our own origin (web/dist: Pyodide, the wheels, their lock file), plus
-# pytest's pure wheels for running the core's tests inside Pyodide under Node. Rebuilt when the package changes.
+# The browser runtime's files served from our own origin (web/dist: Pyodide, the wheels, their lock file), rebuilt
+# when the package changes; and, for `make test` only, pytest's pure wheels for running the core's tests inside
+# Pyodide under Node (their own stamp, so a web/dist that `make demo` built is not rebuilt for them).
 WEB_INPUTS := $(shell find core quant shaders web -type f -not -path 'web/dist/*' -not -name '*.pyc') \
 	pyproject.toml package-lock.json tools/build/build_web_dist.py tools/build/pyodide_lock.py tools/build/wheel_bytecode.py \
 	tools/build/pyodide_run.mjs tools/build/python_snapshot.mjs
@@ -88,7 +92,11 @@ node_modules/.package-lock.json: package-lock.json
 	npm ci --no-audit --no-fund
 
 web/dist/manifest.json: $(WEB_INPUTS) node_modules/.package-lock.json $(VENV)/.created
-	$(BIN)/python tools/build/build_web_dist.py --test-wheels build/pyodide-test-wheels
+	$(BIN)/python tools/build/build_web_dist.py
+
+$(TEST_WHEELS)/.downloaded: tools/build/build_web_dist.py $(VENV)/.created
+	$(BIN)/python tools/build/build_web_dist.py --test-wheels $(TEST_WHEELS)
+	touch $@
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info node_modules web/dist

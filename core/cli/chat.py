@@ -1,4 +1,5 @@
-"""`llmchat chat MODEL`: a conversation in the terminal. Ctrl-C stops a reply, Ctrl-D leaves."""
+"""`llmchat chat MODEL`: a conversation in the terminal. Ctrl-C stops a reply; Ctrl-D, or Ctrl-C twice at the
+prompt, leaves."""
 from __future__ import annotations
 
 import argparse
@@ -7,9 +8,11 @@ import signal
 import sys
 import threading
 
+from ..gpu.device import describe_adapter
 from .options import engine_arguments, load, sampling, sampling_arguments, structure
 
-HELP = "talk with a model in the terminal (Ctrl-C stops a reply, Ctrl-D leaves)"
+HELP = "talk with a model in the terminal (Ctrl-C stops a reply, Ctrl-D or Ctrl-C twice at the prompt leaves)"
+LEAVE_HINT = "(Ctrl-C again or Ctrl-D leaves; the conversation is not kept)"
 
 
 def arguments(parser: argparse.ArgumentParser) -> None:
@@ -24,14 +27,25 @@ def run(args: argparse.Namespace) -> int:
     shape = structure(args)
     llm = load(args)
     messages = [{"role": "system", "content": args.system}] if args.system else []
-    print(f"llmchat: {llm.config.name or args.model} on {llm.device.info.name}, chat template: "
-          f"{llm.template.describe()}. Ctrl-C stops a reply, Ctrl-D leaves.", file=sys.stderr)
+    print(f"llmchat: {llm.config.name or args.model} on {describe_adapter(llm.device.info)}, chat template: "
+          f"{llm.template.describe()}. Ctrl-C stops a reply; Ctrl-D, or Ctrl-C twice at the prompt, leaves.",
+          file=sys.stderr)
+    interrupted = False  # Ctrl-C at the last prompt: one more leaves
     while True:
         try:
             line = input("> ")
         except EOFError:
             print()
             return 0
+        except KeyboardInterrupt:
+            # A reflex Ctrl-C should not throw the conversation away unasked: the first one says how to leave.
+            print()
+            if interrupted:
+                return 0
+            interrupted = True
+            print(LEAVE_HINT, file=sys.stderr, flush=True)
+            continue
+        interrupted = False
         if not line.strip():
             continue
         messages.append({"role": "user", "content": line})

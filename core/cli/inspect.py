@@ -1,7 +1,9 @@
 """`llmchat inspect MODEL [--json]`: what a GGUF file holds, read from its header alone, and what running it needs.
 
-Text mode is for people: long arrays and strings are shortened to their first items and a length. `--json` is for
-programs: one object with every metadata value in full.
+Text mode is for people: a summary first (the model, its tensor types, context, tokenizer, chat template, and the
+GPU memory and kernels it needs), then the metadata, long arrays and strings shortened to their first items and a
+length; the tensor table only with `--tensors`. `--json` is for programs: one object with every metadata value and
+every tensor in full.
 """
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ import json
 import math
 import struct
 import sys
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from ..errors import LLMChatError
 from ..gguf.file import GGUFFile, GGUFValueType, open_gguf
@@ -19,15 +21,20 @@ from ..hub.catalogue import resolve
 from ..gpu.profiles import Profile, get_profile
 from .options import model_argument, profile_argument
 
+if TYPE_CHECKING:
+    from ..runtime.memory import MemoryPlan
+
 ARRAY_PREVIEW = 5  # items shown of a long array
 STRING_PREVIEW = 60  # characters shown of a long string
 
-HELP = "summarise a model file: metadata, tensors, sizes"
+HELP = "summarise a model file: what it is, what running it takes, its metadata (and tensors: --tensors)"
 
 
 def arguments(parser: argparse.ArgumentParser) -> None:
     model_argument(parser)
     profile_argument(parser)
+    parser.add_argument("--tensors", action="store_true",
+                        help="also list every tensor (name, type, shape, offset, bytes); JSON always has them")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
 
 
@@ -44,7 +51,7 @@ def inspect_main(args: argparse.Namespace) -> int:
             json.dump(summary(model, getattr(args, "profile", None)), sys.stdout)
             sys.stdout.write("\n")
         else:
-            print_text(model, sys.stdout, getattr(args, "profile", None))
+            print_text(model, sys.stdout, getattr(args, "profile", None), getattr(args, "tensors", False))
     return 0
 
 
@@ -65,15 +72,22 @@ def summary(model: GGUFFile, profile: Profile | None = None) -> dict[str, object
 
 def run_plan(model: GGUFFile, profile: Profile | None = None) -> dict:
     """What this version needs to run the model (llmchat.runtime.memory) on a device of `profile`, or why it cannot."""
+    where = {"profile": profile.name, "gpu_budget": profile.gpu_budget} if profile else {}
+    plan = _plan(model, profile)
+    if isinstance(plan, LLMChatError):
+        return {"error": str(plan), **where,
+                **({"largest_context": plan.largest_context} if getattr(plan, "largest_context", None) is not None
+                   else {})}
+    return {**plan.as_dict(), **where}
+
+
+def _plan(model: GGUFFile, profile: Profile | None) -> MemoryPlan | LLMChatError:
     from ..runtime.memory import default_plan
 
-    where = {"profile": profile.name, "gpu_budget": profile.gpu_budget} if profile else {}
     try:
-        return {**default_plan(model, profile).as_dict(), **where}
+        return default_plan(model, profile)
     except LLMChatError as exc:
-        return {"error": str(exc), **where,
-                **({"largest_context": exc.largest_context} if getattr(exc, "largest_context", None) is not None
-                   else {})}
+        return exc
 
 
 def _jsonable(value: object) -> object:
@@ -86,7 +100,9 @@ def _jsonable(value: object) -> object:
     return value
 
 
-def print_text(model: GGUFFile, out: TextIO, profile: Profile | None = None) -> None:
+def print_text(model: GGUFFile, out: TextIO, profile: Profile | None = None, tensors: bool = False) -> None:
+    """The summary (what the model is, and what running it takes), then the metadata, then the tensor table when
+    `tensors` is set: a model has hundreds of tensors, which would push the rest off the screen."""
     n_params = sum(t.n_elements for t in model.tensors.values())
     n_bytes = sum(t.nbytes for t in model.tensors.values())
     if len(model.sources) == 1:
@@ -96,7 +112,21 @@ def print_text(model: GGUFFile, out: TextIO, profile: Profile | None = None) -> 
             out.write(f"shard {number}: {source.name}\n")
     out.write(f"GGUF v{model.version}, alignment {model.alignment}, {len(model.metadata)} metadata keys, "
               f"{len(model.tensors)} tensors, {n_params:,} parameters, {n_bytes / 2**20:.1f} MiB of tensor data"
-              f"{f' in {len(model.sources)} shards' if len(model.sources) > 1 else ''}\n")
+              f"{f' in {len(model.sources)} shards' if len(model.sources) > 1 else ''}\n\n")
+    for label, value in _overview(model):
+        out.write(f"  {label:<14} {value}\n")
+
+    from ..runtime.memory import DEFAULT_ADAPTER, DEFAULT_CONTEXT
+
+    plan = _plan(model, profile)
+    device = (f"the '{profile.name}' device profile, {profile.gpu_budget / 2**20:.0f} MiB GPU memory budget"
+              if profile else DEFAULT_ADAPTER.name)
+    out.write(f"\nto run ({device}, {DEFAULT_CONTEXT}-token context):\n")
+    if isinstance(plan, LLMChatError):
+        out.write(f"  cannot: {plan}\n")
+    else:
+        out.write(f"  {plan.total / 2**20:.1f} MiB of GPU memory: {plan.parts()}\n"
+                  f"  matmul kernels (type/layout): {', '.join(plan.kernels)}\n")
 
     out.write("\nmetadata:\n")
     key_width = max((len(k) for k in model.metadata), default=0)
@@ -104,6 +134,9 @@ def print_text(model: GGUFFile, out: TextIO, profile: Profile | None = None) -> 
         type_label = _type_label(model.metadata_types[key])
         out.write(f"  {key:<{key_width}}  {type_label:<9}  {_render(value, model.metadata_types[key])}\n")
 
+    if not tensors:
+        out.write(f"\ntensors: {len(model.tensors)} (--tensors lists them)\n")
+        return
     out.write("\ntensors:\n")
     split = len(model.sources) > 1
     rows = [("#", "name", "type", "shape", "offset", "bytes") + (("shard",) if split else ())]
@@ -117,18 +150,40 @@ def print_text(model: GGUFFile, out: TextIO, profile: Profile | None = None) -> 
                  for column, (cell, width) in enumerate(zip(row, widths, strict=True))]
         out.write("  " + "  ".join(cells).rstrip() + "\n")
 
-    from ..runtime.memory import DEFAULT_ADAPTER, DEFAULT_CONTEXT
 
-    plan = run_plan(model, profile)
-    device = (f"the '{profile.name}' device profile, {profile.gpu_budget / 2**20:.0f} MiB GPU memory budget"
-              if profile else DEFAULT_ADAPTER.name)
-    out.write(f"\nto run ({device}, {DEFAULT_CONTEXT}-token context):\n")
-    if "error" in plan:
-        out.write(f"  cannot: {plan['error']}\n")
-    else:
-        mib = {k: f"{plan[k] / 2**20:.1f} MiB" for k in ("weights", "kv_cache", "activations", "total")}
-        out.write(f"  {mib['total']}: weights {mib['weights']}, KV cache {mib['kv_cache']} ({plan['kv_type']}), activations "
-                  f"{mib['activations']}\n  matmul kernels (type/layout): {', '.join(plan['kernels'])}\n")
+def _overview(model: GGUFFile) -> list[tuple[str, str]]:
+    """The summary's rows, from the metadata as it is: a file that is not a runnable model still gets the rows it
+    can (what cannot be run is the plan's to say)."""
+    meta = model.metadata
+    arch = meta.get("general.architecture")
+    about = ", ".join(str(v) for v in (arch, meta.get("general.size_label")) if v)
+    name = meta.get("general.name") or model.name.rsplit("/", 1)[-1]  # the file's name, or the URL's last part
+    rows = [("model", f"{name}" + (f" ({about})" if about else ""))]
+    by_type: dict[str, list[int]] = {}
+    for t in model.tensors.values():
+        count_bytes = by_type.setdefault(t.type.name, [0, 0])
+        count_bytes[0] += 1
+        count_bytes[1] += t.nbytes
+    mix = sorted(by_type.items(), key=lambda item: -item[1][1])
+    rows.append(("tensor types", ", ".join(f"{name} ×{n} ({size / 2**20:.1f} MiB)" for name, (n, size) in mix)))
+    trained = meta.get(f"{arch}.context_length")
+    if isinstance(trained, int):
+        from ..runtime.memory import DEFAULT_CONTEXT
+
+        rows.append(("context", f"{trained} tokens trained; runs with {min(trained, DEFAULT_CONTEXT)} unless --ctx "
+                                "says otherwise"))
+    tokens = meta.get("tokenizer.ggml.tokens")
+    if "tokenizer.ggml.model" in meta:
+        pre = meta.get("tokenizer.ggml.pre")
+        rows.append(("tokenizer", f"{meta['tokenizer.ggml.model']}" + (f" (pre-tokenizer {pre})" if pre else "")
+                     + (f", {len(tokens)} tokens" if isinstance(tokens, list) else "")))
+    try:
+        from ..chat.template import ChatTemplate
+
+        rows.append(("chat template", ChatTemplate.from_metadata(meta).describe()))
+    except LLMChatError as exc:
+        rows.append(("chat template", f"unusable: {exc}"))
+    return rows
 
 
 def _type_label(types: MetadataType) -> str:

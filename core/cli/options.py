@@ -109,9 +109,12 @@ def load(args: argparse.Namespace):
 
     llm = load_model(args.model, context=args.ctx, q8_activations=args.q8_activations, profile=args.profile,
                      kv_type=args.kv_cache, retune=getattr(args, "retune", False), int8_dot=args.int8_dot)
+    from ..gpu.device import adapter_notice
+
     info = llm.device.info
-    if info.software and not args.json:
-        print(f"llmchat: {info.name} is a software (CPU-emulated) adapter: expect it to be slow", file=sys.stderr)
+    notice = adapter_notice(info)
+    if notice and not args.json:
+        print(notice, file=sys.stderr)
     if info.profile and not args.json:
         print(f"llmchat: device profile '{info.profile}' (GPU memory budget {info.gpu_budget / 2**20:.0f} MiB, "
               f"bindings up to {info.max_binding_size >> 20} MiB, f16 {'on' if info.f16 else 'off'}, subgroups "

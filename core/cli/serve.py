@@ -18,7 +18,10 @@ def arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--api-key", default=os.environ.get("LLMCHAT_API_KEY"),
                         help="require `Authorization: Bearer KEY` on /v1 routes (default: $LLMCHAT_API_KEY, else none)")
     parser.add_argument("--ctx", type=positive_int, help=CTX_HELP + "; per sequence")
-    parser.add_argument("--max-batch", type=int, default=8, help="sequences decoded together (default 8)")
+    parser.add_argument("--max-batch", type=int,
+                        help="sequences decoded together (default 8; 2 on a CPU-emulated adapter such as lavapipe, "
+                             "whose KV cache is the machine's own memory and whose sequences share its few cores; "
+                             "fewer where a device profile's GPU memory budget holds fewer)")
     parser.add_argument("--max-queue", type=int, default=64,
                         help="sequences that may wait for a batch place; beyond that requests get 429 (default 64)")
     parser.add_argument("--prefill-chunk", type=int, default=16,

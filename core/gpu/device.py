@@ -25,6 +25,36 @@ def is_software_adapter(description: str, fallback: bool = False) -> bool:
     return fallback or any(name in text for name in SOFTWARE_ADAPTERS)
 
 
+# What the emulations are, in the words their projects and packages use: Mesa's Vulkan driver on the CPU is called
+# lavapipe (the README, Debian's mesa-vulkan-drivers) but its device names itself after its compiler, llvmpipe.
+SOFTWARE_GLOSSES = {
+    "llvmpipe": "lavapipe, Mesa's Vulkan on the CPU",
+    "swiftshader": "SwiftShader, Google's Vulkan on the CPU",
+    "warp": "WARP, Direct3D on the CPU",
+    "basic render": "WARP, Direct3D on the CPU",
+    "softpipe": "softpipe, Mesa's reference driver on the CPU",
+}
+
+
+def describe_adapter(info: AdapterInfo) -> str:
+    """The adapter's name as messages show it: a CPU emulation's own name with what it is, so that
+    "llvmpipe (LLVM 15.0.6, 256 bits)" reads "llvmpipe (LLVM 15.0.6, 256 bits; lavapipe, Mesa's Vulkan on the CPU)"."""
+    text = info.name.lower()
+    gloss = next((g for key, g in SOFTWARE_GLOSSES.items() if key in text), None)
+    if gloss is None and info.software:
+        gloss = "a CPU emulation of a GPU"
+    if gloss is None or gloss.split(",")[0].lower() in text:
+        return info.name
+    return f"{info.name[:-1]}; {gloss})" if info.name.endswith(")") else f"{info.name} ({gloss})"
+
+
+def adapter_notice(info: AdapterInfo) -> str | None:
+    """The line a command prints about an adapter that is a CPU emulation (None for a hardware adapter)."""
+    if not info.software:
+        return None
+    return f"llmchat: {describe_adapter(info)} runs on the CPU: correct, and slow"
+
+
 # Offsets of bindings within one buffer are multiples of this (WebGPU's largest minimum offset alignment, bytes).
 BINDING_ALIGN = 256
 

@@ -22,6 +22,7 @@ the same spelling, so `./smollm2` always means the file.
 """
 from __future__ import annotations
 
+import difflib
 import os
 import sys
 import tempfile
@@ -146,12 +147,15 @@ def models_dir() -> Path:
 
 
 def lookup(name: str) -> CatalogueEntry:
-    """The catalogue entry called `name` (case-insensitive); ModelNotFoundError listing the catalogue otherwise."""
+    """The catalogue entry called `name` (case-insensitive); ModelNotFoundError naming the closest names otherwise."""
     entry = CATALOGUE.get(name.lower())
     if entry is None:
+        close = difflib.get_close_matches(name.lower(), CATALOGUE, n=3, cutoff=0.6)
+        guess = f"did you mean {' or '.join(filter(None, [', '.join(close[:-1]), close[-1]]))}? " if close else ""
         raise ModelNotFoundError(
             f"{name!r} is not a file, an http(s) URL, a Hugging Face reference (hf://ORG/REPO/FILE.gguf, "
-            f"ORG/REPO:QUANT) or a model in the catalogue; known models: {_describe_catalogue()}"
+            f"ORG/REPO:QUANT) or a catalogue name; {guess}`llmchat list --catalogue` lists the {len(CATALOGUE)} "
+            "catalogue models"
         )
     return entry
 
@@ -335,10 +339,6 @@ def remove(reference: str) -> list[Path]:
 def _looks_like_path(model: str) -> bool:
     """Whether the user evidently meant a file (so a typo gets 'no such file', not 'unknown model')."""
     return os.sep in model or "/" in model or model.startswith((".", "~")) or model.lower().endswith(".gguf")
-
-
-def _describe_catalogue() -> str:
-    return "; ".join(f"{entry.name} ({entry.description})" for entry in CATALOGUE.values())
 
 
 def _say(out: IO[str], message: str) -> None:

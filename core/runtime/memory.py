@@ -67,17 +67,33 @@ class MemoryPlan:
     largest_binding: int  # the largest single buffer binding
     kernels: tuple[str, ...] = field(default=())  # weight types and layouts the matmuls run
     state: int = 0  # per-sequence state of recurrent/convolution layers, every slot (see Model.state_widths)
+    slots: int = 1  # sequences open at once, sharing the cache's kv_positions (by default a full context each)
 
     @property
     def total(self) -> int:
         return self.weights + self.kv_cache + self.activations + self.state
+
+    def parts(self) -> str:
+        """What the total is made of, for people: "weights 92.1 MiB, KV cache 720.0 MiB (f16, 16 sequences of
+        2048 positions), activations 9.9 MiB" (`inspect`, `serve` and the too-large error all print this)."""
+        if self.kv_positions != self.context * self.slots:  # a cache smaller than a full context each
+            held = f"{self.kv_positions} positions shared by {self.slots} sequences of up to {self.context}"
+        elif self.slots > 1:
+            held = f"{self.slots} sequences of {self.context} positions"
+        else:
+            held = f"{self.context} positions"
+        parts = [f"weights {_mib(self.weights)}", f"KV cache {_mib(self.kv_cache)} ({self.kv_type}, {held})",
+                 f"activations {_mib(self.activations)} ({self.step_tokens} tokens a step)"]
+        if self.state:
+            parts.append(f"recurrent state {_mib(self.state)}")
+        return ", ".join(parts)
 
     def as_dict(self) -> dict:
         return {"arch": self.arch, "context": self.context, "kv_positions": self.kv_positions,
                 "step_tokens": self.step_tokens, "weights": self.weights, "upload": self.upload,
                 "kv_cache": self.kv_cache, "kv_type": self.kv_type, "activations": self.activations,
                 "total": self.total, "largest_binding": self.largest_binding, "kernels": list(self.kernels),
-                "state": self.state}
+                "state": self.state, "slots": self.slots}
 
 
 def activation_bytes(spec: ActivationSpec, step_tokens: int) -> int:
@@ -162,7 +178,7 @@ def _plan(gguf: GGUFFile, info: AdapterInfo, config, context: int, n_slots: int,
                       activations=activations,
                       largest_binding=largest,
                       kernels=tuple(sorted({f"{w.shader}/{w.layout}" for w in loader.weights.values()})),
-                      state=sum(state_layers))
+                      state=sum(state_layers), slots=n_slots)
     problems = []
     if max(kv_layers, default=0) > info.max_binding_size:
         problems.append(f"its KV cache for {kv_positions} positions needs {max(kv_layers) >> 20} MiB per layer, over "
@@ -172,8 +188,7 @@ def _plan(gguf: GGUFFile, info: AdapterInfo, config, context: int, n_slots: int,
         problems.append(f"one step's activations of {step} tokens exceed the {info.max_binding_size >> 20} MiB binding "
                         "limit (use fewer tokens per step)")
     if gpu_budget and plan.total > gpu_budget:
-        problems.append(f"it needs {_mib(plan.total)} of GPU memory (weights {_mib(plan.weights)}, KV cache "
-                        f"{_mib(plan.kv_cache)}, activations {_mib(plan.activations)}), more than the "
+        problems.append(f"it needs {_mib(plan.total)} of GPU memory ({plan.parts()}), more than the "
                         f"{_mib(gpu_budget)} GPU memory budget")
     return plan, problems
 

@@ -10,12 +10,14 @@ from functools import partial
 from pathlib import Path
 
 from ..hub.catalogue import CATALOGUE, entry_for_source, models_dir, resolve
-from ..errors import LLMChatError
+from ..errors import LLMChatError, ModelTooLargeError
+from ..gpu.device import AdapterInfo, adapter_notice
 from ..gpu.profiles import NO_PROFILE, get_profile
 from .app import ServerOptions, create_app, runtime_missing
 from .completions import ModelInfo
 from .connections import FLUSH_MARGIN_S, GracefulServer, header_timeout_protocol
 from .guard import DEFAULT_MAX_BODY, HostPolicy
+from ..runtime.memory import MemoryPlan
 from ..runtime.metrics import Metrics
 from ..chat.structured import structured_constraint
 
@@ -27,10 +29,10 @@ class ServeConfig:
     port: int = 8000
     api_key: str | None = None
     ctx: int | None = None  # None: llmchat.runtime.memory.context_size's default
-    max_batch: int = 8
+    max_batch: int | None = None  # None: default_max_batch for the adapter
     max_queue: int = 64
     prefill_chunk: int = 16
-    cache_entries: int | None = None  # finished sequences kept for prefix sharing; default max_batch
+    cache_entries: int | None = None  # finished sequences kept for prefix sharing; None: as many as max_batch
     cors_origins: Sequence[str] = ()
     web_dir: str | None = None  # default: the package's web demo
     pages_dir: str | None = None  # served at /pages/
@@ -46,7 +48,7 @@ class ServeConfig:
         """Refuse settings that cannot work, before the model is loaded."""
         checks = [(1 <= self.port <= 65535, "--port must be between 1 and 65535"),
                   (self.ctx is None or self.ctx >= 16, "--ctx must be at least 16 tokens"),
-                  (1 <= self.max_batch <= 256, "--max-batch must be between 1 and 256"),
+                  (self.max_batch is None or 1 <= self.max_batch <= 256, "--max-batch must be between 1 and 256"),
                   (self.max_queue >= 0, "--max-queue must be >= 0"),
                   (self.prefill_chunk >= 1, "--prefill-chunk must be >= 1"),
                   (self.cache_entries is None or self.cache_entries >= 0, "--cache-entries must be >= 0"),
@@ -60,6 +62,27 @@ class ServeConfig:
             if not ok:
                 raise LLMChatError(message)
         get_profile(self.profile)  # an unknown name is refused before the model is pulled
+
+
+# Sequences decoded together by default. On a CPU emulation (lavapipe) the "GPU memory" is the machine's own and
+# every sequence of a batch shares the same few cores, so 8 (and 8 more kept for prefix sharing: 16 full contexts
+# of KV cache, 720 MiB for SmolLM2 135M's 2048 tokens) would cost a small machine much memory for replies that
+# each run slower; 2 keeps a second client from waiting for the first.
+MAX_BATCH = 8
+MAX_BATCH_CPU = 2
+
+
+def default_max_batch(info: AdapterInfo) -> int:
+    return MAX_BATCH_CPU if info.software else MAX_BATCH
+
+
+def memory_lines(plan: MemoryPlan, max_batch: int, cache_entries: int, batch_why: str = "") -> list[str]:
+    """What the GPU memory goes to, the KV cache's sequences named by the options that set them (`batch_why`: why
+    max_batch is what it is, when the user did not choose it)."""
+    return [f"llmchat: GPU memory {plan.total / 2**20:.0f} MiB: {plan.parts()}",
+            f"llmchat: the KV cache's {plan.slots} sequences: up to {max_batch} decoded at once (--max-batch"
+            f"{'; ' + batch_why if batch_why else ''}) and {cache_entries} finished "
+            f"{'one' if cache_entries == 1 else 'ones'} kept for prefix sharing (--cache-entries)"]
 
 
 def model_info(llm, requested: str, path: str) -> ModelInfo:
@@ -81,24 +104,39 @@ def serve(config: ServeConfig) -> None:
 
     from ..runtime.runtime import LoadOptions, Runtime
 
+    from ..gpu import open_device
+
     config.validate()
     path = resolve(config.model)
-    cache_entries = config.max_batch if config.cache_entries is None else config.cache_entries
-    # A step carries every decoding sequence's token plus a prompt chunk, so it must hold max_batch + 1 at least.
-    step = max(64, config.max_batch + config.prefill_chunk)
-    llm = Runtime(path, LoadOptions(context=config.ctx, n_slots=config.max_batch + cache_entries,
-                                    max_tokens_per_step=step, profile=get_profile(config.profile) or NO_PROFILE))
-    if llm.device.info.software:
-        print(f"llmchat: {llm.device.info.name} is a software (CPU-emulated) adapter: expect it to be slow",
-              file=sys.stderr)
-    if llm.device.info.profile:
-        print(f"llmchat: device profile '{llm.device.info.profile}' "
-              f"(GPU memory budget {llm.device.info.gpu_budget / 2**20:.0f} MiB)", file=sys.stderr)
-    plan = llm.plan
-    print(f"llmchat: GPU memory {plan.total / 2**20:.0f} MiB (weights {plan.weights / 2**20:.0f}, KV cache for "
-          f"{plan.kv_positions} positions {plan.kv_cache / 2**20:.0f}, activations {plan.activations / 2**20:.0f})",
-          file=sys.stderr)
-    scheduler = llm.scheduler(max_batch=config.max_batch, max_queue=config.max_queue,
+    profile = get_profile(config.profile) or NO_PROFILE
+    device = open_device(profile=profile)  # before the load: the default batch depends on the adapter
+    notice = adapter_notice(device.info)
+    if notice:
+        print(notice, file=sys.stderr)
+    if device.info.profile:
+        print(f"llmchat: device profile '{device.info.profile}' "
+              f"(GPU memory budget {device.info.gpu_budget / 2**20:.0f} MiB)", file=sys.stderr)
+    max_batch = default_max_batch(device.info) if config.max_batch is None else config.max_batch
+    batch_why = ("the default on a CPU emulation" if device.info.software else "the default") \
+        if config.max_batch is None else ""
+    while True:
+        cache_entries = max_batch if config.cache_entries is None else config.cache_entries
+        # A step carries every decoding sequence's token plus a prompt chunk, so it must hold max_batch + 1 at least.
+        step = max(64, max_batch + config.prefill_chunk)
+        try:
+            llm = Runtime(path, LoadOptions(context=config.ctx, n_slots=max_batch + cache_entries,
+                                            max_tokens_per_step=step, profile=profile), device=device)
+            break
+        except ModelTooLargeError:
+            # The memory plan refuses before anything is allocated. A batch the user chose stays as chosen (the
+            # error says what fits); a default one is halved until the plan fits a small GPU memory budget.
+            if config.max_batch is not None or max_batch == 1:
+                raise
+            max_batch //= 2
+            batch_why = "fewer than the default, to fit the GPU memory budget"
+    for line in memory_lines(llm.plan, max_batch, cache_entries, batch_why):
+        print(line, file=sys.stderr)
+    scheduler = llm.scheduler(max_batch=max_batch, max_queue=config.max_queue,
                               prefill_chunk=config.prefill_chunk, metrics=Metrics())
     local = not path.startswith(("http://", "https://"))
     # Not resolve(): a Hugging Face cache file is a link whose target is named by its hash; /models/NAME should
@@ -125,7 +163,8 @@ def serve(config: ServeConfig) -> None:
     app = create_app(scheduler, info, options)
     logging.getLogger("llmchat.server").setLevel(config.log_level.upper())
     scheduler.start()
-    print(f"llmchat: serving {info.id} ({llm.context}-token context, up to {config.max_batch} sequences at once) "
+    at_once = f"{max_batch} {'sequence' if max_batch == 1 else 'sequences'} at once"
+    print(f"llmchat: serving {info.id} ({llm.context}-token context, up to {at_once}) "
           f"on http://{config.host}:{config.port}/v1", file=sys.stderr, flush=True)
     uv_config = uvicorn.Config(app, host=config.host, port=config.port, log_level=config.log_level,
                                http=header_timeout_protocol(config.header_timeout),

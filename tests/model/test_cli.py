@@ -73,7 +73,8 @@ def test_chat_template_refuses_bad_messages(smollm2_path: Path) -> None:
 @pytest.mark.model
 def test_inspect_summarises_the_model(smollm2_path: Path) -> None:
     text = ok(llmchat("inspect", str(smollm2_path)))
-    assert "llama" in text
+    assert "llama" in text and "token_embd.weight" not in text  # the tensor table only with --tensors
+    assert "  0  token_embd.weight  " in ok(llmchat("inspect", str(smollm2_path), "--tensors"))
     summary: Any = json.loads(ok(llmchat("inspect", str(smollm2_path), "--json")))
     assert "llama" in json.dumps(summary)
 
@@ -92,10 +93,21 @@ def test_pull_prints_the_cached_path(smollm2_path: Path, tmp_path: Path) -> None
 
 def test_errors_are_one_line_and_exit_2(tmp_path: Path) -> None:
     line = one_line_error(llmchat("pull", "no-such-model", env={"LLMCHAT_HOME": str(tmp_path)}))
-    assert "'no-such-model'" in line and "smollm2" in line
+    assert "'no-such-model'" in line and "`llmchat list --catalogue`" in line and "did you mean" not in line
+    assert len(line) < 250  # the catalogue is listed by the command the line names, not in the line
+    typo = one_line_error(llmchat("pull", "SmolM2", env={"LLMCHAT_HOME": str(tmp_path)}))
+    assert "did you mean smollm2, smollm2-360m or smollm2-1.7b?" in typo
     missing = str(tmp_path / "missing.gguf")
     assert "does not exist" in one_line_error(llmchat("tokenize", missing, "--text", "x"))
     assert "does not exist" in one_line_error(llmchat("inspect", missing, "--json"))
+
+
+def test_list_catalogue_names_every_catalogue_model(tmp_path: Path) -> None:
+    rows = ok(llmchat("list", "--catalogue", env={"LLMCHAT_HOME": str(tmp_path)})).splitlines()
+    assert rows[0].split() == ["NAME", "SIZE", "DESCRIPTION"]
+    assert [row.split()[0] for row in rows[1:]] == list(CATALOGUE)
+    listed = json.loads(ok(llmchat("list", "--catalogue", "--json")))
+    assert [(m["name"], m["size"]) for m in listed] == [(e.name, e.size) for e in CATALOGUE.values()]
 
 
 def test_not_a_gguf_file_is_a_clean_error(tmp_path: Path) -> None:

@@ -4,15 +4,23 @@ from __future__ import annotations
 
 import json
 import os
+import pty
+import re
+import shlex
 import signal
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
-from cli_util import llmchat, ok, one_line_error
+from cli_util import llmchat, ok, one_line_error, read_terminal
 from test_cli import GOLDEN
 
+from llmchat.server.launch import free_port
+
 pytestmark = pytest.mark.model
+ROOT = Path(__file__).parents[2]
 
 PROMPT = GOLDEN["prompts"][0]  # "The capital of France is"
 # Counting from 1 to 7: no near-ties in its first 16 greedy tokens (on prompt 0 llama.cpp's 8-bit activations flip
@@ -34,9 +42,70 @@ def test_run_json_is_greedy_and_matches_llama_cpp(model):
     assert out["adapter"]["name"] and out["finish_reason"] == "length"
 
 
+SPEED = re.compile(r"llmchat: (\d+) prompt tokens at \d+\.\d tokens/s \(prefill\), (\d+) generated at \d+\.\d "
+                   r"tokens/s \(decode\); finish: (\w+)")
+
+
 def test_run_streams_text_and_honours_stop(model):
-    out = ok(llmchat("run", model, "-p", PROMPT["text"], "-n", "16", "--stop", "."))
-    assert out == " Paris\n"  # the greedy text is " Paris.\n\n..." and stops before the "."
+    result = llmchat("run", model, "-p", PROMPT["text"], "-n", "16", "--stop", ".")
+    assert ok(result) == " Paris\n"  # the greedy text is " Paris.\n\n..." and stops before the "."; piped: no prompt
+    speed = SPEED.fullmatch(result.stderr.splitlines()[-1])  # the speed goes to stderr
+    assert speed and int(speed[1]) == len(PROMPT["ids"]) and int(speed[2]) >= 1 and speed[3] == "stop", result.stderr
+
+
+def test_run_on_a_terminal_shows_the_prompt_dimmed_before_the_completion(model):
+    terminal, child_side = pty.openpty()
+    result = subprocess.run([sys.executable, "-m", "llmchat", "run", model, "-p", PROMPT["text"], "-n", "16",
+                             "--stop", "."], stdout=child_side, stderr=subprocess.PIPE, text=True, timeout=120)
+    os.close(child_side)
+    out = read_terminal(terminal)
+    os.close(terminal)
+    assert result.returncode == 0, result.stderr
+    # The terminal turns "\n" into "\r\n".
+    assert out.decode() == f"\033[2m{PROMPT['text']}\033[0m Paris\r\n"
+    assert SPEED.fullmatch(result.stderr.splitlines()[-1]), result.stderr
+    if "llvmpipe" in result.stderr:  # the slow-adapter line says what llvmpipe is, in the README's words
+        assert "lavapipe, Mesa's Vulkan on the CPU) runs on the CPU: correct, and slow" in result.stderr
+
+
+def test_make_demo_completes_then_serves_until_ctrl_c_ends_it_without_an_error(model, tmp_path):
+    """The Makefile's own demo recipe, run by make on a terminal with its set-up taken as done (-o): the
+    completion as a terminal shows it, serve's account of its memory, then Ctrl-C sent to the whole foreground
+    group, as a terminal sends it. make prints an error line for every step that fails or is killed by a signal,
+    so none means serve exited 0."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    script = bin_dir / "llmchat"  # the recipe runs $(BIN)/llmchat: this interpreter's llmchat
+    script.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} -m llmchat "$@"\n')
+    script.chmod(0o755)
+    terminal, child_side = pty.openpty()
+    proc = subprocess.Popen(["make", "-o", "system-deps-demo", "-o", ".venv/.installed", "-o", "web",
+                             f"BIN={bin_dir}", f"MODEL={model}", f"PORT={free_port()}", "demo"], cwd=ROOT,
+                            stdin=child_side, stdout=child_side, stderr=child_side, start_new_session=True)
+    os.close(child_side)
+    try:
+        out = read_terminal(terminal, b"Application startup complete.", timeout=300)
+        os.killpg(proc.pid, signal.SIGINT)
+        out += read_terminal(terminal)
+        proc.wait(60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        os.close(terminal)
+    text = out.decode(errors="replace")
+    assert "make: ***" not in text and "Traceback" not in text, text
+    assert "Finished server process" in text  # uvicorn shut down: serve was not killed
+    assert proc.returncode == -signal.SIGINT  # make itself ends as interrupted (GNU make re-raises it), silently
+    assert '\033[2mThe three most useful things to know about WebGPU are\033[0m' in text  # the prompt, dimmed
+    assert SPEED.search(text), text
+    memory = re.search(r"llmchat: GPU memory \d+ MiB: weights [\d.]+ MiB, KV cache [\d.]+ MiB \(f(16|32), "
+                       r"(\d+) sequences of 2048 positions\), activations [\d.]+ MiB \(\d+ tokens a step\)\r\n"
+                       r"llmchat: the KV cache's (\d+) sequences: up to (\d+) decoded at once \(--max-batch; "
+                       r"the default( on a CPU emulation)?\) and (\d+) finished ones kept for prefix sharing", text)
+    assert memory, text
+    software = "runs on the CPU: correct, and slow" in text
+    assert int(memory[2]) == int(memory[3]) == int(memory[4]) + int(memory[6])
+    assert (int(memory[4]), bool(memory[5])) == ((2, True) if software else (8, False))
 
 
 def test_seeded_sampling_repeats(model):
@@ -79,17 +148,50 @@ def test_weights_from_textures_or_buffers_give_the_same_tokens(model):
     assert json.loads(ok(llmchat(*run)))["ids"] == json.loads(ok(llmchat(*run, env=off)))["ids"]
 
 
-def test_chat_answers_and_ctrl_c_stops_a_reply(model):
+def test_chat_answers_and_ctrl_c_stops_a_reply_then_says_how_to_leave(model):
     proc = subprocess.Popen([sys.executable, "-m", "llmchat", "chat", model, "-n", "400"], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ))
     proc.stdin.write("Tell me a very long story about a dragon.\n")
     proc.stdin.flush()
-    proc.stdout.read(3)  # "> " prompt and the first streamed character: a reply is under way
+    out = proc.stdout.read(3)  # "> " prompt and the first streamed character: a reply is under way
     proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=120)  # closes stdin: Ctrl-D leaves
-    assert proc.returncode == 0, err
-    assert "[stopped]" in out
+    while not out.endswith("[stopped]\n> "):  # the reply stops, and the next prompt waits for a line
+        char = proc.stdout.read(1)
+        assert char, out
+        out += char
+    _wait_for_a_read(proc)
+    proc.send_signal(signal.SIGINT)  # at the prompt: the first Ctrl-C only says how to leave
+    err = ""
+    while not err.endswith("(Ctrl-C again or Ctrl-D leaves; the conversation is not kept)\n"):
+        line = proc.stderr.readline()
+        assert line, err
+        err += line
+    assert proc.poll() is None
+    _wait_for_a_read(proc)
+    proc.send_signal(signal.SIGINT)  # the second leaves
+    rest, err_rest = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err + err_rest
+    assert "Traceback" not in err + err_rest and rest == "\n> \n"  # the prompt again after the hint, then leaving
     assert "chat template: tokenizer.chat_template from the model file" in err  # it says which template it uses
+
+
+def _wait_for_a_read(proc: subprocess.Popen, timeout: float = 30) -> None:
+    """Wait until the process's main thread blocks reading its stdin pipe. A signal that comes between input()
+    writing its prompt and starting to read is only acted on after the read returns (a person never types that
+    fast); where the kernel does not say what a thread waits in, a pause stands in."""
+    wchan = Path(f"/proc/{proc.pid}/task/{proc.pid}/wchan")
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            waiting = wchan.read_text()
+        except OSError:
+            break
+        if waiting in ("", "0"):  # hidden
+            break
+        if "pipe_read" in waiting:
+            return
+        time.sleep(0.02)
+    time.sleep(0.5)
 
 
 def not_a_model(tmp_path) -> str:

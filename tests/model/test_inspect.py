@@ -13,8 +13,8 @@ from gguf_factory import EVERY_TYPE_METADATA, default_tensors, expected_value, w
 from llmchat.cli.inspect import inspect_main
 
 
-def _run(capsys: pytest.CaptureFixture[str], model: Path, as_json: bool) -> str:
-    assert inspect_main(argparse.Namespace(model=str(model), json=as_json)) == 0
+def _run(capsys: pytest.CaptureFixture[str], model: Path, as_json: bool, tensors: bool = False) -> str:
+    assert inspect_main(argparse.Namespace(model=str(model), json=as_json, tensors=tensors)) == 0
     return capsys.readouterr().out
 
 
@@ -48,17 +48,19 @@ def test_text_abbreviates_and_escapes(tmp_path: Path, capsys: pytest.CaptureFixt
     metadata = {"long": (list(range(1000)), VT.ARRAY, VT.INT32), "eps": (1e-5, VT.FLOAT32, None),
                 "raw": (b"ab\xff", VT.STRING, None), "template": ("x" * 500, VT.STRING, None)}
     path = write_gguf(tmp_path / "m.gguf", metadata=metadata)
-    lines = _run(capsys, path, as_json=False).splitlines()
+    lines = _run(capsys, path, as_json=False, tensors=True).splitlines()
     assert lines[0] == str(path)
     assert lines[1].startswith("GGUF v3, alignment 32, 5 metadata keys, 6 tensors, 535 parameters")
+    # Not a runnable model: the summary says what it can, the plan why it cannot run.
+    assert lines[3].split() == ["model", "m.gguf", "(llama)"]
+    assert next(line for line in lines if line.startswith("  cannot: "))
     by_key = {line.split()[0]: line for line in lines if line.startswith("  ") and len(line.split()) > 2}
     assert by_key["long"].split(None, 2)[1:] == ["[int32]", "[0, 1, 2, 3, 4, ...] (1000 items)"]
     assert by_key["eps"].endswith("float32    1e-05")  # the float32 shown as written, not 9.99999974e-06
     assert by_key["raw"].endswith('"ab\\xff"')
     assert by_key["template"].endswith('"' + "x" * 60 + '"... (500 chars)')
     start = lines.index("tensors:") + 1
-    table = lines[start:lines.index("", start)]  # up to the blank line before what running it takes
-    assert lines[-1].startswith("  cannot: ")
+    table = lines[start:]  # the table comes last
     assert table[0].split() == ["#", "name", "type", "shape", "offset", "bytes"]
     assert table[1].split()[:4] == ["0", "token_embd.weight", "Q8_0", "[64,"]
     assert table[1].split()[-1] == "204"
@@ -81,5 +83,19 @@ def test_plan_names_the_kernels_and_memory_a_real_model_needs(smollm2_path, caps
     assert plan["weights"] == sum(t["nbytes"] for t in summary["tensors"])
     assert plan["kv_cache"] == 30 * 2 * 2048 * 3 * 64 * 4
     assert plan["total"] == plan["weights"] + plan["kv_cache"] + plan["activations"]
-    text = _run(capsys, Path(smollm2_path), as_json=False)
-    assert "matmul kernels (type/layout): q4_1/gguf, q8_0/gguf" in text
+    lines = _run(capsys, Path(smollm2_path), as_json=False).splitlines()
+    # The summary and the plan come first; the metadata after them; the tensor table only with --tensors.
+    summary = {line.split(None, 1)[0]: line.split(None, 1)[1] for line in lines[3:7]}
+    assert summary["model"] == "Smollm2 135M 8k Lc100K Mix1 Ep2 (llama, 135M)"
+    assert summary["tensor"] == "types   Q4_1 ×210 (63.3 MiB), Q8_0 ×1 (28.7 MiB), F32 ×61 (0.1 MiB)"
+    assert summary["context"] == "8192 tokens trained; runs with 2048 unless --ctx says otherwise"
+    assert lines[7] == "  chat template  tokenizer.chat_template from the model file"
+    run = lines.index("to run (a GPU with WebGPU's default limits, 2048-token context):")
+    assert run < lines.index("metadata:")
+    mib = {k: f"{plan[k] / 2**20:.1f} MiB" for k in ("total", "weights", "kv_cache", "activations")}
+    assert lines[run + 1] == (f"  {mib['total']} of GPU memory: weights {mib['weights']}, KV cache {mib['kv_cache']} "
+                              f"(f32, 2048 positions), activations {mib['activations']} (64 tokens a step)")
+    assert lines[run + 2] == "  matmul kernels (type/layout): q4_1/gguf, q8_0/gguf"
+    assert lines[-1] == "tensors: 272 (--tensors lists them)" and len(lines) < 60
+    table = _run(capsys, Path(smollm2_path), as_json=False, tensors=True).splitlines()
+    assert table[:len(lines) - 1] == lines[:-1] and len(table) == len(lines) + 1 + 272

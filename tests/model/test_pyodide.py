@@ -33,7 +33,7 @@ def _missing() -> str | None:
     if not (DIST / "pyodide-lock.json").exists():
         return f"{DIST} is not built (make web)"
     if not list(TEST_WHEELS.glob("pytest-*.whl")):
-        return f"pytest's wheels are not in {TEST_WHEELS} (make web)"
+        return f"pytest's wheels are not in {TEST_WHEELS} (make test downloads them)"
     return None
 
 

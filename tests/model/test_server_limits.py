@@ -4,6 +4,8 @@ Retry-After; tests/gpu/test_server_scheduler.py checks the estimate itself), and
 with three requests."""
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 from contextlib import ExitStack
 
@@ -96,3 +98,20 @@ def test_non_streaming_client_that_leaves_is_cancelled(server):
     _wait_for(server, lambda m: m.get(cancelled, 0) == before + 1 and m["llmchat_running_sequences"] == 0,
               "the request to be cancelled")
 
+
+
+def test_a_default_batch_shrinks_to_fit_a_small_gpu_memory_budget_a_chosen_one_is_refused(smollm2_path, tmp_path):
+    """Under the phone profile (an f32 KV cache: 90 MiB per 2048-token sequence) a 350 MiB budget holds SmolLM2's
+    weights and two sequences, not four: the default batch is halved until it fits, a chosen one is refused."""
+    log = tmp_path / "serve.log"
+    budget = ["--profile", "phone,gpu_budget=350MiB"]
+    with running_server(smollm2_path, budget, log=log) as base:
+        assert httpx.get(f"{base}/health", timeout=10).status_code == 200
+    text = log.read_text()
+    assert ("llmchat: the KV cache's 2 sequences: up to 1 decoded at once (--max-batch; fewer than the default, to "
+            "fit the GPU memory budget) and 1 finished one kept for prefix sharing (--cache-entries)") in text, text
+    assert "(2048-token context, up to 1 sequence at once)" in text
+    refused = subprocess.run([sys.executable, "-m", "llmchat", "serve", str(smollm2_path), "--max-batch", "2", *budget],
+                             capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr
+    assert "for 4 sequences (fewer fit more: --max-batch, --cache-entries)" in refused.stderr.splitlines()[-1]

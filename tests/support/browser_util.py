@@ -35,7 +35,7 @@ def write_opfs(page, name: str, data: str | bytes) -> None:
 def browser_missing() -> str | None:
     """Why the browser tests cannot run here, or None."""
     if not Path(CHROMIUM).exists():
-        return f"{CHROMIUM} is missing (tools/build/system-deps.sh installs Debian's chromium)"
+        return f"{CHROMIUM} is missing (`tools/build/system-deps.sh test`, run by make test, installs it)"
     if not (ROOT / "web" / "dist" / "pyodide" / "pyodide-lock.json").exists():
         return "web/dist is not built (make web)"
     return None

@@ -2,8 +2,10 @@
 from __future__ import annotations
 
 import os
+import select
 import subprocess
 import sys
+import time
 
 
 def llmchat(
@@ -27,3 +29,23 @@ def one_line_error(result: subprocess.CompletedProcess[str]) -> str:
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("llmchat: error: "), result.stderr
     return lines[0]
+
+
+def read_terminal(fd: int, until: bytes | None = None, timeout: float = 120) -> bytes:
+    """What a program writes to the terminal whose controlling side is `fd` (a pty), up to and including `until`,
+    or (None) until every program with the other side open has closed it. AssertionError on a timeout, or when
+    the output ends without `until`."""
+    out = b""
+    deadline = time.monotonic() + timeout
+    while until is None or until not in out:
+        ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+        assert ready, f"nothing more within {timeout} s; so far: {out.decode(errors='replace')[-3000:]}"
+        try:
+            chunk = os.read(fd, 4096)
+        except OSError:  # EIO: the other side is closed
+            chunk = b""
+        if not chunk:
+            assert until is None, f"the output ended without {until!r}: {out.decode(errors='replace')[-3000:]}"
+            break
+        out += chunk
+    return out

@@ -7,8 +7,8 @@
                         that interpreter with them installed and imported (tools/build/python_snapshot.mjs), which a
                         page's first visit restores instead of booting Python
 
-With `--test-wheels DIR` it also downloads the pure wheels pytest needs, for running the core's tests inside
-Pyodide under Node (they are never served to pages).
+With `--test-wheels DIR` it downloads, instead, the pure wheels pytest needs, for running the core's tests inside
+Pyodide under Node (they are never served to pages; only `make test` asks for them).
 
 The lock file is Pyodide's own (from the npm package) with our wheels added by tools/build/pyodide_lock.py: the entries
 `pyodide lockfile add-wheels` (pyodide-build) would write, byte for byte, made with the standard library, so
@@ -139,11 +139,13 @@ def download_test_wheels(out: Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dist", type=Path, default=ROOT / "web" / "dist")
-    parser.add_argument("--test-wheels", type=Path, help="also download pytest's pure wheels into this folder")
+    parser.add_argument("--test-wheels", type=Path,
+                        help="download pytest's pure wheels into this folder instead of building --dist")
     args = parser.parse_args()
-    build(args.dist)
     if args.test_wheels:
         download_test_wheels(args.test_wheels)
+    else:
+        build(args.dist)
 
 
 if __name__ == "__main__":
