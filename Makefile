@@ -13,13 +13,14 @@ TEST_WHEELS := build/pyodide-test-wheels
 
 # The demo: a short completion in the terminal, then the server until Ctrl-C — the chat page at
 # http://127.0.0.1:$(PORT)/ runs the model in the browser, and the OpenAI-compatible API is at /v1. Ctrl-C is the
-# end: serve exits 0 on it, so make prints no error (make itself then ends as interrupted, status 130, silently).
+# end: serve runs as the terminal's foreground (tools/build/foreground.py), so Ctrl-C reaches it alone, it exits
+# 0, and so does make.
 PORT ?= 8000
 demo: system-deps-demo $(VENV)/.installed web
 	$(BIN)/llmchat pull $(MODEL)
 	$(BIN)/llmchat run $(MODEL) -n 48 -p "The three most useful things to know about WebGPU are"
 	@echo "llmchat: chat in your browser at http://127.0.0.1:$(PORT)/ (the model runs in the page); API at http://127.0.0.1:$(PORT)/v1 ; Ctrl-C stops"
-	$(BIN)/llmchat serve $(MODEL) --port $(PORT)
+	$(BIN)/python tools/build/foreground.py $(BIN)/llmchat serve $(MODEL) --port $(PORT)
 
 # pyodide-build, whose `pyodide lockfile add-wheels` tests/unit/test_pyodide_lock.py compares
 # tools/build/pyodide_lock.py with, needs Python >= 3.12 (newer than the project's own minimum): an environment of
