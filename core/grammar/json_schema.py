@@ -23,30 +23,8 @@ from .grammar import MAX_STACKS
 from .json_text import (FORMATS, FRAC_DIGITS, MAX_INT, RESERVED, Rules, int_range, number_range, number_spellings, repeat,
                         string_except, string_literal)
 from .regex import MAX_REPEAT, emit, literal, parse_regex
-from .schema_document import (ANNOTATIONS, CONTAINERS, MAX_DEPTH, NO_OP_VALUES, TYPE_KEYWORDS, TYPES, UNSUPPORTED,
-                              SchemaDocument, pointer, types_match)
-
-
-UNTYPED = ("null", "boolean", "object", "array", "string", "number")  # what a schema without "type" allows
-# A key no JSON document can hold (not a string): numbers of the schema it marks have a nonzero fraction, the
-# complement of the integers among them.
-FRACTIONAL = ("fractional",)
-_FLIPPED_BOUNDS = {"minimum": "exclusiveMaximum", "exclusiveMaximum": "minimum", "maximum": "exclusiveMinimum",
-                   "exclusiveMinimum": "maximum"}
-
-
-def _flipped(key: str, value) -> list[dict] | None:
-    """The schemas (of the keyword's type) of the values that one keyword rejects, or None."""
-    number = isinstance(value, (int, float)) and not isinstance(value, bool)
-    if key in _FLIPPED_BOUNDS and number:
-        return [{_FLIPPED_BOUNDS[key]: value}]
-    if key in ("minLength", "minItems") and isinstance(value, int) and not isinstance(value, bool):
-        return [{key.replace("min", "max"): value - 1}] if value > 0 else []
-    if key in ("maxLength", "maxItems") and isinstance(value, int) and not isinstance(value, bool):
-        return [{key.replace("max", "min"): value + 1}]
-    if key == "required" and isinstance(value, list) and all(isinstance(n, str) for n in value):
-        return [{"properties": {n: False}} for n in dict.fromkeys(value)]
-    return None
+from .schema_document import (ANNOTATIONS, CONTAINERS, FRACTIONAL, MAX_DEPTH, NO_OP_VALUES, TYPE_KEYWORDS, TYPES,
+                              UNSUPPORTED, UNTYPED, SchemaDocument, pointer, types_match)
 
 
 class _Converter(SchemaDocument):
@@ -57,7 +35,6 @@ class _Converter(SchemaDocument):
         self.r = rules
         self.prefix = prefix
         self.refs: dict[str, str] = {}
-        self.negating: list[str] = []  # the $refs whose targets negation is looking into
         self.depth = 0  # of the subschemas being visited
 
     def hint(self, suffix: str) -> str:
@@ -165,50 +142,6 @@ class _Converter(SchemaDocument):
         branches = [{"allOf": [rest, schema["if"], schema.get("then", True)]},
                     {"allOf": [rest, negated, schema.get("else", True)]}]
         return self.alternatives(branches, [pointer(path, "then"), pointer(path, "else")], hint)
-
-    def negation(self, schema):
-        """A schema for exactly the documents `schema` rejects, or None where none is written here: booleans, a
-        double `not`, types, and one bound or const of a type beside them."""
-        if isinstance(schema, bool):
-            return not schema
-        if not isinstance(schema, dict):
-            return None
-        keys = {k for k in schema if k not in ANNOTATIONS and k not in CONTAINERS}
-        if not keys:
-            return False
-        if keys == {"not"}:
-            return schema["not"]
-        if keys == {"$ref"} and isinstance(schema["$ref"], str) and schema["$ref"] not in self.negating:
-            self.negating.append(schema["$ref"])  # a $ref loop has no complement written here
-            try:
-                return self.negation(self.resolve(schema["$ref"], "", relax=False))
-            except GrammarError:
-                return None
-            finally:
-                self.negating.pop()
-        t = schema.get("type")
-        types = set(UNTYPED) if t is None else {t} if isinstance(t, str) else set(t) if isinstance(t, list) else None
-        if types is None or not types <= set(TYPES):
-            return None
-        rest = keys - {"type"}
-        if "integer" in types and "number" not in types:
-            if rest:
-                return None
-            types = (types - {"integer"}) | {"number"}
-            others = [{"type": x} for x in UNTYPED if x not in types] + [{"type": "number", FRACTIONAL: True}]
-            return {"anyOf": others}
-        others = [{"type": x} for x in UNTYPED if x not in types]
-        if not rest:
-            return {"anyOf": others} if others else False
-        if len(rest) != 1:
-            return None
-        (key,) = rest
-        flipped = _flipped(key, schema[key])
-        owner = next((ty for ty, words in TYPE_KEYWORDS.items() if key in words), None)
-        if flipped is None or owner is None or owner not in types:
-            return None
-        options = others + [{"type": owner, **f} for f in flipped]
-        return {"anyOf": options} if options else False
 
     def alternatives(self, options: list, paths: list[str], hint: str) -> str:
         names = [self.optional(o, p, f"{hint}-{i}") for i, (o, p) in enumerate(zip(options, paths))]

@@ -1,6 +1,7 @@
 """A JSON Schema document as the GBNF converter (json_schema.py) reads it, apart from any grammar: its keywords
-(which constrain documents, which are annotations), JSON pointers, `$ref`s inside the document, `allOf` merged
-into one schema, and whether the options of a `oneOf` are disjoint (then it is an `anyOf`)."""
+(which constrain documents, which are annotations), JSON pointers, `$ref`s inside the document (by pointer, `$id`
+and `$anchor`), `allOf` merged into one schema, whether the options of a `oneOf` are disjoint (then it is an
+`anyOf`), and the complement of a schema where one can be written (`not`, `if`/`then`/`else`)."""
 from __future__ import annotations
 
 import json
@@ -129,6 +130,28 @@ def with_local_refs(document):
     return root
 
 
+UNTYPED = ("null", "boolean", "object", "array", "string", "number")  # what a schema without "type" allows
+# A key no JSON document can hold (not a string): numbers of the schema it marks have a nonzero fraction, the
+# complement of the integers among them.
+FRACTIONAL = ("fractional",)
+_FLIPPED_BOUNDS = {"minimum": "exclusiveMaximum", "exclusiveMaximum": "minimum", "maximum": "exclusiveMinimum",
+                   "exclusiveMinimum": "maximum"}
+
+
+def _flipped(key: str, value) -> list[dict] | None:
+    """The schemas (of the keyword's type) of the values that one keyword rejects, or None."""
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if key in _FLIPPED_BOUNDS and number:
+        return [{_FLIPPED_BOUNDS[key]: value}]
+    if key in ("minLength", "minItems") and isinstance(value, int) and not isinstance(value, bool):
+        return [{key.replace("min", "max"): value - 1}] if value > 0 else []
+    if key in ("maxLength", "maxItems") and isinstance(value, int) and not isinstance(value, bool):
+        return [{key.replace("max", "min"): value + 1}]
+    if key == "required" and isinstance(value, list) and all(isinstance(n, str) for n in value):
+        return [{"properties": {n: False}} for n in dict.fromkeys(value)]
+    return None
+
+
 class SchemaDocument:
     """One schema document being converted: what it refers to, and the constraining keywords refused so far."""
 
@@ -137,6 +160,7 @@ class SchemaDocument:
         self.unsupported: list[str] = []
         self.inlining: list[str] = []  # $refs being merged into an allOf, to refuse an endless merge
         self.strict = True  # False: best effort, what would be refused is left out (and listed in `unsupported`)
+        self.negating: list[str] = []  # the $refs whose targets negation is looking into
 
     def fail(self, path: str, message: str, kind: type[GrammarError] = GrammarError) -> GrammarError:
         return kind(f"JSON schema at / (root): {message}" if not path else f"JSON schema at {path}: {message}")
@@ -313,6 +337,51 @@ class SchemaDocument:
             elif isinstance(sub, dict) and isinstance(sub.get("enum"), list):
                 keys[n] = frozenset(json.dumps(v, sort_keys=True) for v in sub["enum"])
         return types, keys
+
+    # ------------------------------------------------------------------------------------------------ not
+    def negation(self, schema):
+        """A schema for exactly the documents `schema` rejects, or None where none is written here: booleans, a
+        double `not`, types, and one bound or const of a type beside them."""
+        if isinstance(schema, bool):
+            return not schema
+        if not isinstance(schema, dict):
+            return None
+        keys = {k for k in schema if k not in ANNOTATIONS and k not in CONTAINERS}
+        if not keys:
+            return False
+        if keys == {"not"}:
+            return schema["not"]
+        if keys == {"$ref"} and isinstance(schema["$ref"], str) and schema["$ref"] not in self.negating:
+            self.negating.append(schema["$ref"])  # a $ref loop has no complement written here
+            try:
+                return self.negation(self.resolve(schema["$ref"], "", relax=False))
+            except GrammarError:
+                return None
+            finally:
+                self.negating.pop()
+        t = schema.get("type")
+        types = set(UNTYPED) if t is None else {t} if isinstance(t, str) else set(t) if isinstance(t, list) else None
+        if types is None or not types <= set(TYPES):
+            return None
+        rest = keys - {"type"}
+        if "integer" in types and "number" not in types:
+            if rest:
+                return None
+            types = (types - {"integer"}) | {"number"}
+            others = [{"type": x} for x in UNTYPED if x not in types] + [{"type": "number", FRACTIONAL: True}]
+            return {"anyOf": others}
+        others = [{"type": x} for x in UNTYPED if x not in types]
+        if not rest:
+            return {"anyOf": others} if others else False
+        if len(rest) != 1:
+            return None
+        (key,) = rest
+        flipped = _flipped(key, schema[key])
+        owner = next((ty for ty, words in TYPE_KEYWORDS.items() if key in words), None)
+        if flipped is None or owner is None or owner not in types:
+            return None
+        options = others + [{"type": owner, **f} for f in flipped]
+        return {"anyOf": options} if options else False
 
 
 _ITEMS = {"items", "prefixItems", "additionalItems"}

@@ -96,13 +96,14 @@ def test_urls_pass_through_untouched(url: str, home: Path) -> None:
     assert not home.exists()
 
 
-def test_unknown_name_lists_the_catalogue(home: Path) -> None:
+def test_an_unknown_name_points_to_the_catalogue_and_its_closest_names(home: Path) -> None:
     with pytest.raises(ModelNotFoundError) as caught:
         resolve("no-such-model")
     message = str(caught.value)
-    assert "'no-such-model'" in message
-    for entry in CATALOGUE.values():
-        assert entry.name in message and entry.description in message
+    assert "'no-such-model'" in message and "`llmchat list --catalogue`" in message
+    assert f"the {len(CATALOGUE)} catalogue models" in message and len(message) < 300
+    with pytest.raises(ModelNotFoundError, match="did you mean smollm2"):
+        resolve("smolm2")
 
 
 def test_a_local_file_wins_over_a_catalogue_name(tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
