@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from cli_util import ok  # noqa: F401 (for the modules that import it from here)
 from fake_hub import FakeHub
 from gguf_factory import default_tensors, write_gguf, write_split_gguf
 from model_factory import write_model
@@ -65,16 +66,13 @@ def env_for(hub: FakeHub | None, home: Path, **extra: str) -> dict[str, str]:
 
 
 def llmchat(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """The CLI with exactly `env` (cli_util's adds the caller's environment, HF_* variables included)."""
     return subprocess.run([sys.executable, "-m", "llmchat", *args], capture_output=True, text=True, env=env,
                           timeout=120)
 
 
-def ok(result: subprocess.CompletedProcess[str]) -> str:
-    assert result.returncode == 0, result.stderr
-    return result.stdout
-
-
 def error_line(result: subprocess.CompletedProcess[str]) -> str:
+    """The one `llmchat: error:` line of a failed command, among its progress lines (cli_util's allows none)."""
     assert result.returncode == 2, (result.stdout, result.stderr)
     assert "Traceback" not in result.stderr
     lines = [line for line in result.stderr.strip().splitlines() if line.startswith("llmchat: error: ")]

@@ -5,36 +5,23 @@ tests/unit/test_json_schema_suite.py look for them.
 
     .venv/bin/python tools/build/fetch_json_schema_suite.py [--sdist jsonschema-4.25.1.tar.gz] [--if-missing]
 
-Without --sdist, your pip downloads the source distribution (`pip download --no-deps --no-binary :all:`), so your
-index, proxy and cache apply. About 1 MB is written.
+Without --sdist, your pip downloads the source distribution (tools/build/pypi_sdist.py). About 1 MB is written.
 """
 from __future__ import annotations
 
-import argparse
-import subprocess
 import sys
 import tarfile
-import tempfile
 from pathlib import Path
 
 from llmchat.paths import llmchat_home
+from pypi_sdist import fetch
 
 VERSION = "4.25.1"
 PREFIX = f"jsonschema-{VERSION}/json/tests/draft2020-12/"
-COMPLETE = ".complete"  # written last: names the version whose files are all there
 
 
 def suite_dir() -> Path:
     return llmchat_home() / "json-schema-test-suite"
-
-
-def download(dest: Path) -> Path:
-    subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--no-binary", ":all:",
-                    f"jsonschema=={VERSION}", "--dest", str(dest)], check=True)
-    found = sorted(dest.glob(f"jsonschema-{VERSION}.tar.gz"))
-    if not found:
-        raise SystemExit(f"pip did not leave jsonschema-{VERSION}.tar.gz in {dest}")
-    return found[0]
 
 
 def unpack(sdist: Path, target: Path) -> list[str]:
@@ -58,18 +45,10 @@ def unpack(sdist: Path, target: Path) -> list[str]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sdist", type=Path, help="an already downloaded jsonschema source archive")
-    parser.add_argument("--if-missing", action="store_true", help="do nothing when this version is already unpacked")
-    args = parser.parse_args()
-    stamp = suite_dir() / COMPLETE
-    if args.if_missing and stamp.is_file() and stamp.read_text().strip() == VERSION:
-        return 0
-    with tempfile.TemporaryDirectory() as tmp:
-        sdist = args.sdist or download(Path(tmp))
-        names = unpack(sdist, suite_dir())
-    stamp.write_text(VERSION + "\n")
-    print(f"{suite_dir()}: {len(names)} files of the JSON-Schema-Test-Suite (draft 2020-12)")
+    names = fetch(__doc__.splitlines()[0], f"jsonschema=={VERSION}", f"jsonschema-{VERSION}.tar.gz", suite_dir(),
+                  unpack)
+    if names is not None:
+        print(f"{suite_dir()}: {len(names)} files of the JSON-Schema-Test-Suite (draft 2020-12)")
     return 0
 
 
