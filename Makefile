@@ -19,7 +19,7 @@ PORT ?= 8000
 demo: system-deps-demo $(VENV)/.installed web
 	$(BIN)/llmchat pull $(MODEL)
 	$(BIN)/llmchat run $(MODEL) -n 48 -p "The three most useful things to know about WebGPU are"
-	@echo "llmchat: chat in your browser at http://127.0.0.1:$(PORT)/ (the model runs in the page); API at http://127.0.0.1:$(PORT)/v1 ; Ctrl-C stops"
+	@echo "llmchat: chat in your browser at http://127.0.0.1:$(PORT)/ (the model runs in the page, or on this server where the browser has no WebGPU); API at http://127.0.0.1:$(PORT)/v1 ; Ctrl-C stops"
 	$(BIN)/python tools/build/foreground.py $(BIN)/llmchat serve $(MODEL) --port $(PORT)
 
 # pyodide-build, whose `pyodide lockfile add-wheels` tests/unit/test_pyodide_lock.py compares
