@@ -62,15 +62,24 @@ _PRIMITIVES = {
     **{f"leap-second-{h:02d}": " | ".join(_leap_minute(h, m) for m in range(60)) for h in range(24)},
     "date-time": "date [Tt] time",
     "uuid": 'hex{8} "-" hex{4} "-" hex{4} "-" hex{4} "-" hex{12}',
+    # Dotted quads without leading zeros (087 would be octal to some parsers).
+    "ipv4": 'ipv4-octet "." ipv4-octet "." ipv4-octet "." ipv4-octet',
+    "ipv4-octet": '"25" [0-5] | "2" [0-4] [0-9] | "1" [0-9] [0-9] | [1-9] [0-9] | [0-9]',
+    # RFC 6901: "/"-prefixed reference tokens, "~" only as ~0 or ~1; RFC draft-bhutton-relative-json-pointer-00:
+    # a non-negative integer (at most 16 digits here), then "#" or a JSON pointer.
+    "json-pointer": '("/" (json-pointer-char | "~" [01])*)*',
+    "json-pointer-char": json_chars(complement(((0x2F, 0x2F), (0x7E, 0x7E)))),
+    "relative-json-pointer": '("0" | [1-9] [0-9]{0,15}) ("#" | json-pointer)',
 }
 _DEPS = {
     "uescape": ["hex"], "char": ["uescape"], "string": ["char"], "integer": ["int-part", "zero-frac"],
     "number": ["int-part", "frac"], "value": ["object", "array", "string", "number", "boolean", "null"],
     "member": ["string", "ws", "value"], "object": ["ws", "member"], "array": ["ws", "value"],
-    "date-time": ["date", "time"], "uuid": ["hex"], "time": ["secfrac", "leap-second"],
+    "date-time": ["date", "time"], "uuid": ["hex"], "time": ["secfrac", "leap-second"], "ipv4": ["ipv4-octet"],
+    "json-pointer": ["json-pointer-char"], "relative-json-pointer": ["json-pointer"],
     "leap-second": [f"leap-second-{h:02d}" for h in range(24)],
 }
-FORMATS = {"date", "time", "date-time", "uuid"}
+FORMATS = {"date", "time", "date-time", "uuid", "ipv4", "json-pointer", "relative-json-pointer"}
 RESERVED = set(_PRIMITIVES) | {"root"}
 
 

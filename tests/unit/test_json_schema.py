@@ -315,3 +315,18 @@ def test_leap_seconds_only_at_23_59_60_utc():
                      ("15:59:60.25-08:00", True), ("15:59:60-07:00", False), ("00:00:60+00:01", True),
                      ("23:59:59Z", True), ("12:00:00.5z", True), ("24:00:00Z", False), ("23:60:00Z", False)]:
         assert accepts(grammar, json.dumps(text)) == ok, text
+
+
+@pytest.mark.parametrize("fmt, cases", [
+    ("ipv4", [("0.0.0.0", True), ("255.255.255.255", True), ("192.168.0.1", True), ("256.1.1.1", False),
+              ("01.2.3.4", False), ("1.2.3", False), ("1.2.3.4.5", False), ("1.2.3.4 ", False)]),
+    ("json-pointer", [("", True), ("/", True), ("/a~0b/~1/%", True), ('/q"\\\\', True), ("/é", True),
+                      ("a", False), ("/~", False), ("/~2", False), ("#/a", False)]),
+    ("relative-json-pointer", [("0", True), ("0#", True), ("12/a/0", True), ("01", False), ("-1/a", False),
+                               ("#", False), ("0##", False)]),
+])
+def test_formats_as_their_rfcs_have_them(fmt, cases):
+    grammar = Grammar.parse(schema_to_gbnf({"type": "string", "format": fmt}))
+    for text, ok in cases:
+        for spelled in {json.dumps(text), json.dumps(text, ensure_ascii=False)}:
+            assert accepts(grammar, spelled) == ok, (fmt, spelled)
