@@ -415,6 +415,22 @@ class _Converter(SchemaDocument):
             return f'"[" {ws} ({body} {ws})? "]"'
         return f'"[" {ws} {body} {ws} "]"'
 
+    def counted_object(self, extra, fewest: int, most: int | None, path: str, hint: str) -> str:
+        """An object of additional properties only, at least `fewest` (0 or 1) and at most `most` of them."""
+        if most is not None and most < fewest:
+            raise self.empty(path, "maxProperties is below minProperties")
+        ws = self.r.primitive("ws")
+        value = None if extra is False else self.optional(extra, pointer(path, "additionalProperties"),
+                                                          f"{hint}-additional")
+        if value is None or most == 0:
+            if fewest:
+                raise self.empty(path, "no property is allowed, and minProperties asks for one")
+            return f'"{{" {ws} "}}"'
+        member = self.r.add(f"{hint}-member", f'{self.r.primitive("string")} {ws} ":" {ws} {value}')
+        more = repeat(f'("," {ws} {member})', 0, None if most is None else most - 1)
+        members = f"{member} {more}"
+        return f'"{{" {ws} {members} {ws} "}}"' if fewest else f'"{{" {ws} ({members} {ws})? "}}"'
+
     def t_object(self, schema: dict, path: str, hint: str) -> str:
         props = schema.get("properties", {})
         required = schema.get("required", [])
@@ -425,6 +441,15 @@ class _Converter(SchemaDocument):
         extra = schema.get("additionalProperties", True)
         if not isinstance(extra, (bool, dict)):
             raise self.fail(pointer(path, "additionalProperties"), "must be a boolean or a schema")
+        fewest, most = self.count(schema, "minProperties", path, 0), self.count(schema, "maxProperties", path)
+        if fewest or most is not None:
+            if not props and not required and fewest <= 1:
+                return self.counted_object(extra, fewest, most, path, hint)
+            # Beside declared properties the count is not written here; at least two would have to be distinct
+            # keys, which a grammar cannot tell from a key written twice.
+            for key in ("minProperties", "maxProperties"):
+                if key in schema:
+                    self.refuse(pointer(path, key))
         if not props and extra is True and not required:
             return self.r.primitive("object")
         ws = self.r.primitive("ws")

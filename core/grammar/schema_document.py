@@ -21,13 +21,13 @@ MAX_DEPTH = 64
 # Keywords that constrain documents and that this converter does not enforce.
 UNSUPPORTED = {
     "multipleOf", "contains", "minContains", "maxContains", "patternProperties", "propertyNames",
-    "minProperties", "maxProperties", "dependentRequired", "dependentSchemas", "dependencies",
+    "dependentRequired", "dependentSchemas", "dependencies",
     "unevaluatedItems", "$dynamicRef", "$recursiveRef", "contentSchema",
 }
 NO_OP_VALUES = {"uniqueItems": False, "unevaluatedProperties": True, "additionalItems": True}
 TYPES = ("object", "array", "string", "integer", "number", "boolean", "null")
 TYPE_KEYWORDS = {
-    "object": {"properties", "required", "additionalProperties"},
+    "object": {"properties", "required", "additionalProperties", "minProperties", "maxProperties"},
     "array": {"items", "prefixItems", "minItems", "maxItems", "additionalItems", "uniqueItems"},
     "string": {"minLength", "maxLength", "pattern", "format"},
     "number": {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"},
@@ -256,9 +256,9 @@ class SchemaDocument:
                     out[k] = list(dict.fromkeys(list(out[k]) + list(v)))
                 elif k == "enum":
                     out[k] = [x for x in out[k] if x in v]
-                elif k in ("minimum", "minLength", "minItems"):
+                elif k in ("minimum", "minLength", "minItems", "minProperties"):
                     out[k] = max(out[k], v)
-                elif k in ("maximum", "maxLength", "maxItems"):
+                elif k in ("maximum", "maxLength", "maxItems", "maxProperties"):
                     out[k] = min(out[k], v)
                 elif k in ("exclusiveMinimum", "exclusiveMaximum") and not isinstance(v, bool) \
                         and not isinstance(out[k], bool):

@@ -178,7 +178,7 @@ def test_strings_escapes_and_lengths():
 UNSUPPORTED = [
     ({"type": "object", "properties": {"age": {"type": "integer", "multipleOf": 5}}}, ["/properties/age/multipleOf"]),
     ({"type": "array", "uniqueItems": True, "contains": {"type": "string"}}, ["/uniqueItems", "/contains"]),
-    ({"type": "object", "patternProperties": {"^x": {}}, "minProperties": 1, "propertyNames": {"maxLength": 3}},
+    ({"type": "object", "patternProperties": {"^x": {}}, "minProperties": 2, "propertyNames": {"maxLength": 3}},
      ["/patternProperties", "/minProperties", "/propertyNames"]),
     ({"if": {"properties": {"a": {"const": 1}}}, "then": {"maxLength": 3}, "else": {"type": "integer"}}, ["/if"]),
     ({"not": {"type": "object", "properties": {"a": {"type": "string"}}}}, ["/not"]),
@@ -285,6 +285,9 @@ HIDDEN = [
     ({"enum": [0.5, 2.0, {"k": [1]}]}, ["0.5", "2", "2.0", '{"k": [1.0]}', '{"k": [1]}', "0.25"]),
     ({"minimum": 1.1, "exclusiveMaximum": 2.25}, ["1.1", "1.10", "1.09", "2.25", "2.249", "1.5", "2", '"x"']),
     ({"type": "number", "exclusiveMinimum": -0.5, "maximum": 0.125}, ["-0.5", "-0.4999", "0", "0.125", "0.1251"]),
+    ({"maxProperties": 1}, ["{}", '{"a": 1}', '{"a": 1, "b": 2}', "[]", '"x"']),
+    ({"type": "object", "minProperties": 1, "additionalProperties": {"type": "integer"}},
+     ["{}", '{"a": 1}', '{"a": "x"}', '{"a": 1, "b": 2}']),
     ({"not": {"type": "null"}}, ["null", "1", '"x"', "{}"]),
     ({"not": {"type": "integer"}}, ["1", "1.5", "1.0", '"x"', "-0.25", "[]"]),
     ({"not": {"required": ["a"]}}, ["{}", '{"a": 1}', '{"b": 2}', "[]"]),
