@@ -10,7 +10,7 @@ import re
 from decimal import Decimal
 
 from ..errors import GrammarError, NoDocumentError
-from .regex import Chars, complement, emit, json_chars, literal
+from .regex import complement, json_chars, literal
 
 WS = '([ \\t] | "\\r"? "\\n" [ \\t]{0,40})?'
 # Digits are bounded, so that a model cannot loop on a number: the integer part of an unbounded number has at most
@@ -192,25 +192,11 @@ def string_literal(text: str) -> str:
 
 
 def _spelled(ch: str) -> str:
-    """One character of a string literal: printable ASCII raw, the others in each of their common spellings."""
+    """One character of a string literal: printable ASCII raw, the others in each of their spellings."""
     cp = ord(ch)
     if 0x20 <= cp < 0x7F and ch not in '"\\':
         return literal(ch)
-    if cp < 0x80:
-        return emit(Chars(((cp, cp),)), json_string=True)
-    return "(" + literal(ch) + " | " + _u_escapes(cp) + ")"
-
-
-def _hex_gbnf(h: str) -> str:
-    return " ".join(f"[{d}{d.upper()}]" if d.isalpha() else f'"{d}"' for d in h)
-
-
-def _u_escapes(cp: int) -> str:
-    if cp <= 0xFFFF:
-        return '"\\\\u" ' + _hex_gbnf(f"{cp:04x}")
-    v = cp - 0x10000
-    hi, lo = 0xD800 + (v >> 10), 0xDC00 + (v & 0x3FF)
-    return '"\\\\u" ' + _hex_gbnf(f"{hi:04x}") + ' "\\\\u" ' + _hex_gbnf(f"{lo:04x}")
+    return json_chars(((cp, cp),))
 
 
 NEST_LEVELS = 32  # levels of string_except's trie written as nested groups before one becomes a rule
