@@ -150,12 +150,12 @@ class _Converter(SchemaDocument):
             raise self.empty(paths[0].rpartition("/")[0], "no alternative admits a document")
         return unique[0] if len(unique) == 1 else " | ".join(unique)
 
-    def optional(self, schema, path: str, hint: str, build=None) -> str | None:
-        """The rule for a part a document may do without (an alternative, a property, an array position), or None
-        where no document satisfies it: then the part is left out, and so are the rules the attempt made."""
+    def optional(self, schema, path: str, hint: str) -> str | None:
+        """The rule for a part a document may do without (an alternative, a type, a property, an array position),
+        or None where no document satisfies it: then the part is left out, and so are the rules the attempt made."""
         rules, refs = len(self.r.rules), len(self.refs)
         try:
-            return build() if build else self.rule(schema, path, hint)
+            return self.rule(schema, path, hint)
         except NoDocumentError:
             for name in list(self.r.rules)[rules:]:
                 del self.r.rules[name]
@@ -187,17 +187,12 @@ class _Converter(SchemaDocument):
             if t in ("boolean", "null"):
                 alts.append(self.r.primitive(t))
                 continue
-            build = getattr(self, "t_" + t)
-            name = hint if len(types) == 1 else f"{hint}-{t}"
             if len(types) == 1:
-                body = build(schema, path, name)
-            else:  # {"minLength": 3, "maxLength": 1} still allows numbers
-                body = self.optional(schema, path, name, build=lambda: build(schema, path, name))
-                if body is None:
-                    continue
-            if len(types) > 1 and not re.fullmatch(r"[a-zA-Z0-9-]+", body):
-                body = self.r.add(f"{hint}-{t}", body)
-            alts.append(body)
+                alts.append(getattr(self, "t_" + t)(schema, path, hint))
+                continue
+            body = self.optional({**schema, "type": t}, path, f"{hint}-{t}")
+            if body is not None:  # {"minLength": 3, "maxLength": 1} still allows numbers
+                alts.append(body)
         if not alts:
             raise self.empty(path, f"no type of {types} admits a document")
         return " | ".join(alts)
