@@ -8,6 +8,7 @@ import json
 import math
 import re
 from decimal import Decimal
+from functools import partial
 
 from ..errors import GrammarError, NoDocumentError
 from .regex import complement, json_chars, literal
@@ -20,6 +21,10 @@ INT_DIGITS = 16
 MAX_INT = 10 ** INT_DIGITS - 1
 FRAC_DIGITS = 18
 
+def _leap_hour(h: int) -> str:
+    return " | ".join(_leap_minute(h, m) for m in range(60))
+
+
 def _leap_minute(h: int, m: int) -> str:
     """Second 60 of local minute h:m, and the offsets that put it at 23:59:60 UTC."""
     t = 60 * h + m
@@ -30,7 +35,9 @@ def _leap_minute(h: int, m: int) -> str:
     return f'"{m:02d}:60" secfrac? ({" | ".join(offsets)})'
 
 
-# name -> body; bodies name other primitives by these exact names (reserved: schema-derived names avoid them).
+# name -> body, or a function that writes it when a grammar first needs it (so that importing costs nothing for
+# the large ones: a Python snapshot in the browser must fit Pyodide's initial memory); bodies name other primitives
+# by these exact names (reserved: schema-derived names avoid them).
 _PRIMITIVES = {
     "ws": WS,
     "hex": "[0-9a-fA-F]",
@@ -59,7 +66,7 @@ _PRIMITIVES = {
     # A leap second is 23:59:60 UTC: at local time hh:mm only with the offset that makes it so (one ahead of UTC,
     # one behind, for each minute of the day), so each hour's minutes are a rule of their own.
     "leap-second": " | ".join(f'"{h:02d}:" leap-second-{h:02d}' for h in range(24)),
-    **{f"leap-second-{h:02d}": " | ".join(_leap_minute(h, m) for m in range(60)) for h in range(24)},
+    **{f"leap-second-{h:02d}": partial(_leap_hour, h) for h in range(24)},
     "date-time": "date [Tt] time",
     "uuid": 'hex{8} "-" hex{4} "-" hex{4} "-" hex{4} "-" hex{12}',
     # Dotted quads without leading zeros (087 would be octal to some parsers).
@@ -68,7 +75,7 @@ _PRIMITIVES = {
     # RFC 6901: "/"-prefixed reference tokens, "~" only as ~0 or ~1; RFC draft-bhutton-relative-json-pointer-00:
     # a non-negative integer (at most 16 digits here), then "#" or a JSON pointer.
     "json-pointer": '("/" (json-pointer-char | "~" [01])*)*',
-    "json-pointer-char": json_chars(complement(((0x2F, 0x2F), (0x7E, 0x7E)))),
+    "json-pointer-char": partial(json_chars, complement(((0x2F, 0x2F), (0x7E, 0x7E)))),
     "relative-json-pointer": '("0" | [1-9] [0-9]{0,15}) ("#" | json-pointer)',
 }
 _DEPS = {
@@ -95,7 +102,8 @@ class Rules:
 
     def primitive(self, name: str) -> str:
         if name not in self.rules:
-            self.rules[name] = _PRIMITIVES[name]
+            body = _PRIMITIVES[name]
+            self.rules[name] = body() if callable(body) else body
             for dep in _DEPS.get(name, ()):
                 self.primitive(dep)
         return name
