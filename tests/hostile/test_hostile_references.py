@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from hub_cli import env_for, error_line, llmchat, ok
+from cli_util import ok
+from hub_cli import env_for, error_line, llmchat
 from hub_cli import files, home, hub  # noqa: F401 (fixtures)
 
 pytest.importorskip("huggingface_hub")

@@ -11,7 +11,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cli_util import ok  # noqa: F401 (for the modules that import it from here)
 from fake_hub import FakeHub
 from gguf_factory import default_tensors, write_gguf, write_split_gguf
 from model_factory import write_model

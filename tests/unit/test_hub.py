@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from gguf_factory import default_tensors
-from hub_cli import BIG, CUT, env_for, error_line, llmchat, ok
+from cli_util import ok
+from hub_cli import BIG, CUT, env_for, error_line, llmchat
 from hub_cli import files, home, hub  # noqa: F401 (fixtures)
 
 huggingface_hub = pytest.importorskip("huggingface_hub")

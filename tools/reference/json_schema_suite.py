@@ -32,13 +32,11 @@ from pathlib import Path
 from llmchat.errors import GrammarError, UnsupportedSchemaError
 from llmchat.grammar import Grammar, schema_to_gbnf
 from llmchat.grammar.json_text import js_number
-from llmchat.paths import llmchat_home
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "build"))
+from fetch_json_schema_suite import suite_dir  # noqa: E402 (the folder it unpacks the suite into)
 
 LEFT_OUT = {"refRemote.json", "vocabulary.json"}
-
-
-def suite_dir() -> Path:
-    return llmchat_home() / "json-schema-test-suite"
 
 
 @dataclass
