@@ -20,23 +20,15 @@ import jsonschema
 import pytest
 
 from browser_server import WebServer
-from browser_util import BROWSER_TIMEOUT_MS, open_profile, read_opfs, write_opfs
+from browser_util import BROWSER_TIMEOUT_MS, RECORDER, WEB, events, open_profile, read_opfs, wait_event, write_opfs
 
 ROOT = Path(__file__).resolve().parents[2]
-WEB = ROOT / "web"
 GOLDEN = json.loads((Path(__file__).parents[1] / "data" / "smollm2-135m-instruct-q4_1.json").read_text())
 MODEL = "/models/SmolLM2-135M-Instruct.Q4_1.gguf"
 SYSTEM = "Be brief."
 QUESTION = "Capital of France?"
 TIMEOUT = BROWSER_TIMEOUT_MS
 
-# Events of the element (they bubble out of its shadow root), kept per page for the tests to read.
-RECORDER = """
-window.__events = [];
-for (const type of ["llm-progress", "llm-ready", "llm-token", "llm-done", "llm-error"]) {
-  document.addEventListener(type, (event) => window.__events.push([type, event.detail]));
-}
-"""
 
 
 @pytest.fixture(scope="module")
@@ -89,18 +81,6 @@ def native(smollm2_path):
     return {"chat": chat, "raw": raw}
 
 
-def events(page, type_: str) -> list[dict]:
-    return [detail for kind, detail in page.evaluate("window.__events") if kind == type_]
-
-
-def wait_event(page, type_: str, *, after: int = 0, timeout: int = TIMEOUT) -> dict:
-    """The first `type_` event after the first `after` of its kind; an llm-error fails the wait at once."""
-    page.wait_for_function(
-        """([type, after]) => window.__events.filter(e => e[0] === type).length > after ||
-                             window.__events.some(e => e[0] === "llm-error")""", arg=[type_, after], timeout=timeout)
-    errors = events(page, "llm-error")
-    assert not errors, errors
-    return events(page, type_)[after]
 
 
 def ask(page, text: str, max_tokens: int) -> list[dict]:

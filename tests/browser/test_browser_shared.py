@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from browser_server import WebServer
+from browser_util import WEB
 
-WEB = Path(__file__).resolve().parents[2] / "web"
 MODEL = "/models/SmolLM2-135M-Instruct.Q4_1.gguf"
 SYSTEM = {"role": "system", "content": "Be brief."}
 A1 = [SYSTEM, {"role": "user", "content": "Capital of France?"}]

@@ -8,8 +8,7 @@ from pathlib import Path
 import pytest
 
 from browser_server import WebServer
-
-WEB = Path(__file__).resolve().parents[2] / "web"
+from browser_util import WEB
 
 PAGE = """<!doctype html><script type="module" src="/llm-chat.js"></script>
 <script>

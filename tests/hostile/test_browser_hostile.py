@@ -21,9 +21,8 @@ from pathlib import Path
 import pytest
 
 from browser_server import WebServer
-from browser_util import open_profile
+from browser_util import RECORDER, WEB, events, open_profile
 from gguf_factory import GGMLType, TensorSpec, write_gguf
-from test_browser import RECORDER, WEB, events
 
 SIZE_HINT = 3 << 20  # bigger than the store's first request (1 MiB), so faults can hit the download proper
 

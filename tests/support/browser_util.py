@@ -12,6 +12,29 @@ CHROMIUM_FLAGS = ["--no-sandbox", "--enable-unsafe-webgpu", "--disable-backgroun
                   "--disable-component-update", "--disable-sync", "--disable-quic", "--no-first-run"]
 BROWSER_TIMEOUT_MS = 120_000  # a cold load is ~10 s and a short reply ~15 s on SwiftShader with 2 cores
 VIEWPORT = {"width": 900, "height": 640}
+WEB = ROOT / "web"
+
+# Events of the element (they bubble out of its shadow root), kept per page for the tests to read.
+RECORDER = """
+window.__events = [];
+for (const type of ["llm-progress", "llm-ready", "llm-token", "llm-done", "llm-error"]) {
+  document.addEventListener(type, (event) => window.__events.push([type, event.detail]));
+}
+"""
+
+
+def events(page, type_: str) -> list[dict]:
+    return [detail for kind, detail in page.evaluate("window.__events") if kind == type_]
+
+
+def wait_event(page, type_: str, *, after: int = 0, timeout: int = BROWSER_TIMEOUT_MS) -> dict:
+    """The first `type_` event after the first `after` of its kind; an llm-error fails the wait at once."""
+    page.wait_for_function(
+        """([type, after]) => window.__events.filter(e => e[0] === type).length > after ||
+                             window.__events.some(e => e[0] === "llm-error")""", arg=[type_, after], timeout=timeout)
+    errors = events(page, "llm-error")
+    assert not errors, errors
+    return events(page, type_)[after]
 
 
 def read_opfs(page, name: str) -> str:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import select
+import signal
 import subprocess
 import sys
 import time
@@ -15,6 +16,13 @@ def llmchat(
         [sys.executable, "-m", "llmchat", *args], capture_output=True, text=True, input=stdin,
         env={**os.environ, **(env or {})}, timeout=120,
     )
+
+
+def hears_ctrl_c() -> None:
+    """`preexec_fn` for a child a test will interrupt. A shell starts a background job with SIGINT ignored, the
+    child inherits that, and Python leaves an ignored SIGINT ignored: the test's Ctrl-C would never arrive and the
+    test would wait for ever. The child gets the default disposition back (Python then installs its own handler)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def ok(result: subprocess.CompletedProcess[str]) -> str:
