@@ -12,11 +12,13 @@ TEST_WHEELS := build/pyodide-test-wheels
 .PHONY: demo test system-deps-demo system-deps-test web clean
 
 # The demo: a short completion in the terminal, then the server until Ctrl-C — the chat page at
-# http://127.0.0.1:$(PORT)/ runs the model in the browser, and the OpenAI-compatible API is at /v1. Ctrl-C is the
+# http://127.0.0.1:$(PORT)/ runs the model in the browser, and the OpenAI-compatible API is at /v1 (a PORT another
+# program holds is said first, before the model is pulled: tools/build/port_free.py). Ctrl-C is the
 # end: serve runs as the terminal's foreground (tools/build/foreground.py), so Ctrl-C reaches it alone, it exits
 # 0, and so does make.
 PORT ?= 8000
 demo: system-deps-demo $(VENV)/.installed web
+	@$(BIN)/python tools/build/port_free.py $(PORT)
 	$(BIN)/llmchat pull $(MODEL)
 	$(BIN)/llmchat run $(MODEL) -n 48 -p "The three most useful things to know about WebGPU are"
 	@echo "llmchat: chat in your browser at http://127.0.0.1:$(PORT)/ (the model runs in the page, or on this server where the browser has no WebGPU); API at http://127.0.0.1:$(PORT)/v1 ; Ctrl-C stops"

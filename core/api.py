@@ -181,27 +181,30 @@ class LLM(Runtime):
                                                  ignore_eos=ignore_eos, constraint=constraint))
 
     def _run(self, seq: Generation, on_prefill: Callable[[int, int], None] | None = None) -> Iterator[StreamEvent]:
-        """Drive `seq` through the shared generation loop, adding timings to its finish."""
+        """Drive `seq` through the shared generation loop, adding timings to its finish. Recording a step's program
+        (where its kernels compile, the first time a shape of step comes) is counted apart, as `compile_s`: the
+        prefill and decode rates are those of the steps themselves."""
         stats = self.engine.stats
-        t0, t1 = time.perf_counter(), None
+        t0, t1, record0 = time.perf_counter(), None, stats["record_s"]
         for event in generation.generate(self.engine, seq, on_prefill):
             if t1 is None:  # the first token is sampled: the prompt is in (host time counts decode steps only)
-                t1, host0, steps0 = time.perf_counter(), stats["host_s"], stats["steps"]
+                t1, host0, steps0, record1 = time.perf_counter(), stats["host_s"], stats["steps"], stats["record_s"]
             if isinstance(event, FinishEvent):
                 break
             yield StreamEvent(event.text, event.token, event.logprob)
         if event.text:  # held back for a stop string that never came, or an unfinished character (as U+FFFD)
             yield StreamEvent(event.text)
-        t2 = time.perf_counter()
+        t2, record2 = time.perf_counter(), stats["record_s"]
         decode_tokens = max(0, event.completion_tokens - 1)
         host_s, steps = stats["host_s"] - host0, stats["steps"] - steps0
+        prefill_s, decode_s = t1 - t0 - (record1 - record0), t2 - t1 - (record2 - record1)
         constraint = seq.request.constraint
         yield StreamEvent("", finish_reason=event.reason, unenforced=constraint.unenforced if constraint else (),
                           usage={"prompt_tokens": event.prompt_tokens, "completion_tokens": event.completion_tokens,
                                  "cached_tokens": event.cached_tokens},
-                          timings={"load_s": self.load_s,
-                                   "prefill_tok_s": (event.prompt_tokens - event.cached_tokens) / max(t1 - t0, 1e-9),
-                                   "decode_tok_s": decode_tokens / (t2 - t1) if decode_tokens else 0.0,
+                          timings={"load_s": self.load_s, "compile_s": record2 - record0,
+                                   "prefill_tok_s": (event.prompt_tokens - event.cached_tokens) / max(prefill_s, 1e-9),
+                                   "decode_tok_s": decode_tokens / max(decode_s, 1e-9) if decode_tokens else 0.0,
                                    "host_ms_per_token": 1e3 * host_s / max(1, steps),
                                    **({"grammar": dict(seq.constraint.stats)} if seq.constraint else {})})
 

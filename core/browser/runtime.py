@@ -15,12 +15,11 @@ from .source import BrowserSource
 from ..chat.template import jinja_environment
 from ..runtime.chat_cache import ChatCacheError
 from ..errors import FieldError, InvalidRequestError, SourceError
-from ..gguf.config import ModelConfig
 from ..gguf.file import GGUFFile, open_gguf
 from .device import BrowserDevice
 from ..gpu.device import AdapterInfo
 from ..gpu.tune import MemoryStore
-from ..hub.catalogue import entry_for_source
+from ..hub.catalogue import model_title
 from ..runtime.memory import plan_memory
 from ..models import model_config
 from ..protocol import Completion, Counts, Defaults, Piece, read_request
@@ -41,7 +40,7 @@ class _Session:
         self.gguf: GGUFFile | None = None  # opened by `check`, taken by `load`
         self.llm: LLM | None = None
         self.chat_key: str | None = None  # the prompt_cache_key of the conversation the engine holds
-        self.name = ""  # the model's name in replies and status lines (_model_name)
+        self.name = ""  # the model's name in replies and status lines (hub.catalogue.model_title)
 
     def take_gguf(self) -> GGUFFile | None:
         gguf, self.gguf = self.gguf, None
@@ -77,14 +76,7 @@ def plan(gguf: GGUFFile, info: AdapterInfo, context: int, gpu_budget: int = 0) -
     """
     result = plan_memory(gguf, info, context=context, step_tokens=STEP_TOKENS, gpu_budget=gpu_budget).as_dict()
     config = model_config(gguf)
-    return {**result, "model": _model_name(gguf, config), "vocab": config.vocab_size, "layers": config.n_layer}
-
-
-def _model_name(gguf: GGUFFile, config: ModelConfig) -> str:
-    """The catalogue's name for a catalogue model's file (a file's general.name is often a training run's label,
-    "Smollm2 135M 8k Lc100K Mix1 Ep2"), else the file's general.name, else its architecture."""
-    entry = entry_for_source(gguf.sources[0])
-    return entry.display_name if entry else config.name or config.arch
+    return {**result, "model": model_title(gguf), "vocab": config.vocab_size, "layers": config.n_layer}
 
 
 def open_model(store, open_shard=None) -> GGUFFile:
@@ -135,7 +127,7 @@ def load(store, context: int, open_shard=None, tune: bool | None = None, tune_js
     llm = LLM(gguf, context=context, device=_session.device, max_tokens_per_step=STEP_TOKENS,
               tune=tune, tune_store=cache)
     llm.warm_up(1)  # the decode step: the load waits for its kernels
-    _session.llm, _session.name = llm, _model_name(gguf, llm.config)
+    _session.llm, _session.name = llm, model_title(gguf)
     report = llm.report()
     return json.dumps({"load_s": time.perf_counter() - t0, "context": llm.context,
                        "dispatches_per_token": report["dispatches_per_token"], "tuning": report["kernels"],

@@ -42,17 +42,23 @@ def build_parser() -> argparse.ArgumentParser:
         prog="llmchat", parents=[common], description="Run GGUF language models on WebGPU, on your own device."
     )
     parser.add_argument("--version", action="version", version=f"llmchat {__version__}")
-    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, module in COMMANDS.items():
         sub = subparsers.add_parser(name, parents=[common], help=module.HELP, description=module.HELP)
         module.arguments(sub)
-        sub.set_defaults(handler=module.run)
+        sub.set_defaults(handler=module.run, command_parser=sub)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI and return the process exit status."""
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:  # said with the command's own usage, which lists the options it does take
+        (args.command_parser if args.command else parser).error(f"unrecognized arguments: {' '.join(unknown)}")
+    if args.command is None:  # bare `llmchat`: the commands there are to run
+        parser.print_help(sys.stderr)
+        return EXIT_ERROR
     with warnings.catch_warnings():  # restores the hook, for callers that run main() in their own process
         warnings.showwarning = _show_warning
         return _dispatch(args)

@@ -9,6 +9,7 @@ import sys
 import threading
 
 from ..gpu.device import describe_adapter
+from ..hub.catalogue import model_title
 from .options import engine_arguments, load, sampling, sampling_arguments, structure
 
 HELP = "talk with a model in the terminal (Ctrl-C stops a reply, Ctrl-D or Ctrl-C twice at the prompt leaves)"
@@ -27,7 +28,7 @@ def run(args: argparse.Namespace) -> int:
     shape = structure(args)
     llm = load(args)
     messages = [{"role": "system", "content": args.system}] if args.system else []
-    print(f"llmchat: {llm.config.name or args.model} on {describe_adapter(llm.device.info)}, chat template: "
+    print(f"llmchat: {model_title(llm.gguf)} on {describe_adapter(llm.device.info)}, chat template: "
           f"{llm.template.describe()}. Ctrl-C stops a reply; Ctrl-D, or Ctrl-C twice at the prompt, leaves.",
           file=sys.stderr)
     interrupted = False  # Ctrl-C at the last prompt: one more leaves

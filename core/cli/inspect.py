@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, TextIO
 from ..errors import LLMChatError
 from ..gguf.file import GGUFFile, GGUFValueType, open_gguf
 from ..gguf.header import MetadataType
-from ..hub.catalogue import resolve
+from ..hub.catalogue import model_title, resolve
 from ..gpu.profiles import Profile, get_profile
 from .options import model_argument, profile_argument
 
@@ -157,8 +157,7 @@ def _overview(model: GGUFFile) -> list[tuple[str, str]]:
     meta = model.metadata
     arch = meta.get("general.architecture")
     about = ", ".join(str(v) for v in (arch, meta.get("general.size_label")) if v)
-    name = meta.get("general.name") or model.name.rsplit("/", 1)[-1]  # the file's name, or the URL's last part
-    rows = [("model", f"{name}" + (f" ({about})" if about else ""))]
+    rows = [("model", model_title(model) + (f" ({about})" if about else ""))]
     by_type: dict[str, list[int]] = {}
     for t in model.tensors.values():
         count_bytes = by_type.setdefault(t.type.name, [0, 0])

@@ -43,9 +43,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 def speed(usage: dict, timings: dict, finish_reason: str | None) -> str:
-    """The stats line: prompt tokens read (prefill) and tokens generated (decode), each with its rate. The first
-    token comes out of the prefill step, so the decode rate is over the tokens after it (as timings count it)."""
+    """The stats line: prompt tokens read (prefill) and tokens generated (decode), each with its rate, and the time
+    spent compiling kernels (the first steps of each shape record their programs), which neither rate counts. The
+    first token comes out of the prefill step, so the decode rate is over the tokens after it (as timings count
+    it)."""
     prefilled = usage["prompt_tokens"] - usage["cached_tokens"]
     return (f"llmchat: {prefilled} prompt tokens at {timings['prefill_tok_s']:.1f} tokens/s (prefill), "
-            f"{usage['completion_tokens']} generated at {timings['decode_tok_s']:.1f} tokens/s (decode); "
-            f"finish: {finish_reason}")
+            f"{usage['completion_tokens']} generated at {timings['decode_tok_s']:.1f} tokens/s (decode), "
+            f"{timings['compile_s']:.1f} s compiling kernels; finish: {finish_reason}")

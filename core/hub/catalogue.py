@@ -34,6 +34,7 @@ from urllib.parse import unquote, urlsplit
 from . import wheels
 from ..errors import GGUFError, ModelNotFoundError, SourceError
 from .refs import HubRef, file_url, hub_endpoint, named_files, parse_reference
+from ..gguf.file import GGUFFile
 from ..gguf.header import GGUF_MAGIC
 from ..gguf.sources import Source, is_url
 from ..paths import llmchat_home
@@ -171,6 +172,20 @@ def entry_for_source(source: Source) -> CatalogueEntry | None:
     name = source.name
     base = unquote(urlsplit(name).path).rsplit("/", 1)[-1] if is_url(name) else Path(name).name
     return entry_for_file(base, source.size)
+
+
+def model_title(gguf: GGUFFile) -> str:
+    """What every surface calls a model (status lines, pages, `inspect`, the server's page info): the catalogue's
+    title for a catalogue model's file (a file's general.name is often a training run's label, "Smollm2 135M 8k
+    Lc100K Mix1 Ep2"), else the file's general.name, else its file name without the extension."""
+    entry = entry_for_source(gguf.sources[0])
+    if entry is not None:
+        return entry.display_name
+    name = gguf.metadata.get("general.name")
+    if isinstance(name, str) and name.strip():
+        return name.strip()
+    base = gguf.name.rsplit("/", 1)[-1]
+    return base[:-len(".gguf")] if base.lower().endswith(".gguf") else base
 
 
 def cached_path(name: str) -> Path:

@@ -36,7 +36,7 @@ from .middleware import APIKeyMiddleware, RequestMetricsMiddleware
 from ..runtime.scheduler import Scheduler
 from .schemas import ChatCompletionRequest, CompletionRequest
 from .sse import EventStream
-from .static import FileResponse, safe_path
+from .static import FileResponse, folder_page, safe_path
 
 DISCONNECT_POLL_S = 0.5  # how often a non-streaming request checks whether its client is still there
 log = logging.getLogger("llmchat.server")
@@ -196,7 +196,7 @@ def _add_file_routes(app: FastAPI, options: ServerOptions) -> None:
                 raise APIError(405, f"Method {request.method} is not allowed on /{name}; use {', '.join(allowed)}",
                                code="method_not_allowed", headers={"Allow": ", ".join(allowed)})
             raise not_found("route")
-        root = options.web_dir
+        root, url = options.web_dir, name
         if name.startswith("dist/"):
             root, name = options.runtime_dir, name[len("dist/"):]
         elif name.startswith("pages/") and options.pages_dir is not None:
@@ -204,6 +204,11 @@ def _add_file_routes(app: FastAPI, options: ServerOptions) -> None:
         path = safe_path(root, name)
         if path is None:  # a folder (or the root): its index page
             path = safe_path(root, (name.rstrip("/") + "/index.html").lstrip("/"))
+        if path is None and root is options.pages_dir and url.endswith("/"):
+            # The user's own pages (an examples/ folder, say) need not have an index: they get a list of links.
+            listing = folder_page(root, name, "/" + url)
+            if listing is not None:
+                return Response(listing, media_type="text/html; charset=utf-8")
         if path is None or "__pycache__" in path.parts or path.name == "__init__.py":
             raise not_found(f"{'/' + name!r}")
         return FileResponse(path, request.headers, request.method)

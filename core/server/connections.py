@@ -9,11 +9,16 @@ Shutdown (SIGTERM, or Ctrl-C): the listening socket closes at once and every new
 open is refused with 503 (the app's `draining` flag). Requests in flight get `grace` seconds; then the scheduler
 stops, which ends each of them: a stream with an `error` event and `[DONE]`, a non-streaming request with 503.
 A second Ctrl-C quits at once. Either way the process then exits 0: being stopped is how a server ends.
+
+The listening socket is bound before the model loads (`listening_socket`), so a port already taken is said at once
+rather than after a load that may take minutes.
 """
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
+import socket
 import threading
 from collections.abc import Callable
 from types import FrameType
@@ -21,8 +26,26 @@ from types import FrameType
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from ..errors import LLMChatError
+
 log = logging.getLogger("llmchat.server")
 FLUSH_MARGIN_S = 5.0  # after the scheduler stops, how long uvicorn waits for the ended responses to go out
+
+
+def listening_socket(host: str, port: int, *, option: str = "--port") -> socket.socket:
+    """A TCP socket bound to (host, port), not yet listening (connections are refused until uvicorn takes it),
+    with uvicorn's own options. LLMChatError when the address cannot be had, naming `option`, which changes it."""
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a restart need not wait out TIME_WAIT
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise LLMChatError(f"port {port} on {host} is in use by another program (another llmchat serve?): "
+                               f"choose another with {option}") from None
+        raise LLMChatError(f"cannot listen on {host} port {port}: {exc.strerror or exc} ({option})") from None
+    return sock
 
 
 def header_timeout_protocol(header_timeout: float) -> type[H11Protocol]:

@@ -3,19 +3,20 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
-from ..hub.catalogue import CATALOGUE, entry_for_source, models_dir, resolve
+from ..hub.catalogue import CATALOGUE, model_title, models_dir, resolve
 from ..errors import LLMChatError, ModelTooLargeError
 from ..gpu.device import AdapterInfo, adapter_notice
 from ..gpu.profiles import NO_PROFILE, get_profile
 from .app import ServerOptions, create_app, runtime_missing
 from .completions import ModelInfo
-from .connections import FLUSH_MARGIN_S, GracefulServer, header_timeout_protocol
+from .connections import FLUSH_MARGIN_S, GracefulServer, header_timeout_protocol, listening_socket
 from .guard import DEFAULT_MAX_BODY, HostPolicy
 from ..runtime.memory import MemoryPlan
 from ..runtime.metrics import Metrics
@@ -91,22 +92,29 @@ def model_info(llm, requested: str, path: str) -> ModelInfo:
     name = Path(path).name
     model_id = requested.lower() if requested.lower() in CATALOGUE else Path(name).stem
     aliases = frozenset({model_id, requested, name, Path(name).stem})
-    entry = CATALOGUE.get(requested.lower()) or entry_for_source(llm.gguf.sources[0])
     return ModelInfo(id=model_id, aliases=aliases, context=llm.context, vocab_size=llm.config.vocab_size,
                      encode_prompt=llm.encode_prompt, prepare_chat=llm.prepare_chat, encode_chat=llm.encode_chat,
                      constraint=partial(structured_constraint, llm.tokenizer), token_bytes=llm.tokenizer.token_bytes,
                      max_token_bytes=llm.tokenizer.max_token_bytes(),
-                     title=entry.display_name if entry else llm.config.name or Path(name).stem)
+                     title=model_title(llm.gguf))
 
 
 def serve(config: ServeConfig) -> None:
+    config.validate()
+    sock = listening_socket(config.host, config.port)  # before the model is pulled and loaded
+    try:
+        _serve(config, sock)
+    finally:
+        sock.close()
+
+
+def _serve(config: ServeConfig, sock: socket.socket) -> None:
     import uvicorn
 
     from ..runtime.runtime import LoadOptions, Runtime
 
     from ..gpu import open_device
 
-    config.validate()
     path = resolve(config.model)
     profile = get_profile(config.profile) or NO_PROFILE
     device = open_device(profile=profile)  # before the load: the default batch depends on the adapter
@@ -164,14 +172,19 @@ def serve(config: ServeConfig) -> None:
     logging.getLogger("llmchat.server").setLevel(config.log_level.upper())
     scheduler.start()
     at_once = f"{max_batch} {'sequence' if max_batch == 1 else 'sequences'} at once"
-    print(f"llmchat: serving {info.id} ({llm.context}-token context, up to {at_once}) "
-          f"on http://{config.host}:{config.port}/v1", file=sys.stderr, flush=True)
+    base = f"http://{config.host}:{config.port}"
+    print(f"llmchat: serving {info.id} ({llm.context}-token context, up to {at_once}) on {base}/v1",
+          file=sys.stderr, flush=True)
+    if options.pages_dir is not None:
+        pages = sorted(p.name for p in options.pages_dir.glob("*.html"))
+        print(f"llmchat: your pages at {base}/pages/{': ' if pages else ''}"
+              f"{', '.join(f'{base}/pages/{name}' for name in pages)}", file=sys.stderr, flush=True)
     uv_config = uvicorn.Config(app, host=config.host, port=config.port, log_level=config.log_level,
                                http=header_timeout_protocol(config.header_timeout),
                                timeout_graceful_shutdown=config.shutdown_grace + FLUSH_MARGIN_S)
     server = GracefulServer(uv_config, grace=config.shutdown_grace,
                             on_drain=lambda: setattr(app.state, "draining", True), end_running=scheduler.stop)
     try:
-        server.run()
+        server.run(sockets=[sock])
     finally:
         scheduler.stop()

@@ -12,6 +12,7 @@ or NUL bytes, and the resolved file (symbolic links followed) must lie under its
 from __future__ import annotations
 
 import hashlib
+import html
 import mimetypes
 import os
 import re
@@ -20,6 +21,7 @@ from collections.abc import Iterator
 from email.utils import format_datetime, parsedate_to_datetime
 from datetime import datetime, timezone
 from pathlib import Path
+from urllib.parse import quote
 
 import anyio
 from starlette.datastructures import Headers
@@ -68,6 +70,26 @@ def media_type(path: Path) -> str:
 
 def safe_path(root: Path, relative: str) -> Path | None:
     """The regular file `relative` names under `root`, or None if it is not one or tries to leave `root`."""
+    path = _inside(root, relative)
+    return path if path is not None and path.is_file() else None
+
+
+def folder_page(root: Path, relative: str, url: str) -> str | None:
+    """A page titled `url` (the folder's own, ending in "/": its links are relative to it) linking to the files
+    and folders of the folder `relative` names under `root` ("" for the root itself), hidden ones left out; None
+    if it is not a folder there or tries to leave `root`. For a folder of pages without an index.html."""
+    folder = root.resolve() if relative.strip("/") == "" else _inside(root, relative.rstrip("/"))
+    if folder is None or not folder.is_dir():
+        return None
+    names = sorted(f"{p.name}/" if p.is_dir() else p.name for p in folder.iterdir()
+                   if not p.name.startswith(".") and p.name != "__pycache__")
+    title = html.escape(url)
+    links = "\n".join(f'<li><a href="{quote(n)}">{html.escape(n)}</a></li>' for n in names)
+    return f"<!doctype html><meta charset=utf-8><title>{title}</title><h1>{title}</h1>\n<ul>\n{links}\n</ul>\n"
+
+
+def _inside(root: Path, relative: str) -> Path | None:
+    """What `relative` names under `root`, symbolic links followed, or None if it tries to leave `root`."""
     if not relative or "\x00" in relative or "\\" in relative or relative.startswith("/"):
         return None
     parts = relative.split("/")
@@ -76,9 +98,9 @@ def safe_path(root: Path, relative: str) -> Path | None:
     try:
         base = root.resolve()
         candidate = (base / relative).resolve()
-        if not candidate.is_relative_to(base) or not candidate.is_file():
+        if not candidate.is_relative_to(base) or not candidate.exists():
             return None
-    except (OSError, RuntimeError, ValueError):  # a symlink loop, a name too long (is_file raises that one)
+    except (OSError, RuntimeError, ValueError):  # a symlink loop, a name too long (exists raises that one)
         return None
     return candidate
 

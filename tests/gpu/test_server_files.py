@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import http.client
 import os
+import socket
 import subprocess
 import sys
 from email.parser import BytesParser
@@ -182,6 +183,7 @@ def test_pages_and_a_runtime_folder_of_their_own(site, tmp_path):
     (pages / "sub").mkdir(parents=True)
     (pages / "demo.html").write_text("<p>demo</p>")
     (pages / "sub" / "index.html").write_text("<p>sub</p>")
+    (pages / ".hidden").write_text("secret")
     (dist / "pyodide").mkdir(parents=True)
     (dist / "manifest.json").write_text('{"build": "x"}')
     (dist / "pyodide" / "pyodide-lock.json").write_text("{}")
@@ -191,12 +193,32 @@ def test_pages_and_a_runtime_folder_of_their_own(site, tmp_path):
                         log=log) as base:
         assert httpx.get(f"{base}/pages/demo.html").text == "<p>demo</p>"
         assert httpx.get(f"{base}/pages/sub/").text == "<p>sub</p>"
+        listing = httpx.get(f"{base}/pages/")  # a folder without an index.html lists what it holds
+        assert listing.status_code == 200 and listing.headers["content-type"].startswith("text/html")
+        assert '<a href="demo.html">demo.html</a>' in listing.text and '<a href="sub/">sub/</a>' in listing.text
+        assert ".hidden" not in listing.text
         assert httpx.get(f"{base}/dist/manifest.json").json() == {"build": "x"}
         assert httpx.get(f"{base}/index.html").text == WEB_FILES["index.html"][0]  # the web folder still at /
         for path in ("/pages/../secret.txt", "/pages/%2e%2e/secret.txt", "/dist/../secret.txt", "/pages/.hidden"):
             status, body = _raw_get(base, path)
             assert status in (400, 404) and b"root:" not in body, path
-    assert "browser runtime is not installed" not in log.read_text()
+    text = log.read_text()
+    assert "browser runtime is not installed" not in text
+    assert f"llmchat: your pages at {base}/pages/: {base}/pages/demo.html\n" in text  # where to open them
+
+
+def test_a_port_in_use_is_refused_before_loading(site):
+    """A port another program listens on: one error line naming --port, status 2, and no model loaded first."""
+    root, web, home, model = site
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = subprocess.run([sys.executable, "-m", "llmchat", "serve", str(model), "--port", str(port)],
+                              capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == (f"llmchat: error: port {port} on 127.0.0.1 is in use by another program (another "
+                           "llmchat serve?): choose another with --port\n")
 
 
 def test_a_missing_page_folder_is_refused_before_loading(site, tmp_path):

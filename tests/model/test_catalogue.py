@@ -298,3 +298,20 @@ def test_gemma3_270m_is_pulled_from_four_wheels(gemma3_path: Path) -> None:
         assert model.architecture == "gemma3"
         assert model.metadata["general.file_type"] == 15  # llama.cpp's MOSTLY_Q4_K_M
         assert len(model.tensors) == 236
+
+
+def test_one_display_name_for_a_model(smollm2_path: Path, tmp_path: Path) -> None:
+    """model_title, which the chat line, inspect, the server's page info and the browser all use: a catalogue file
+    by the catalogue's title (not its general.name, a training run's label), another file by its general.name,
+    a file without one by its file name."""
+    from gguf import GGUFValueType as VT
+    from gguf_factory import write_gguf
+    from llmchat.gguf.file import open_gguf
+
+    with open_gguf(str(smollm2_path)) as model:
+        assert model.metadata["general.name"] == "Smollm2 135M 8k Lc100K Mix1 Ep2"
+        assert catalogue.model_title(model) == "SmolLM2 135M Instruct"
+    named = write_gguf(tmp_path / "named.gguf", metadata={"general.name": ("  My Model  ", VT.STRING, None)})
+    plain = write_gguf(tmp_path / "Plain-Model.Q4_0.gguf", metadata={})
+    with open_gguf(str(named)) as a, open_gguf(str(plain)) as b:
+        assert (catalogue.model_title(a), catalogue.model_title(b)) == ("My Model", "Plain-Model.Q4_0")

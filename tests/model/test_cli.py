@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from cli_util import llmchat, ok, one_line_error
+from llmchat.cli import COMMANDS
 from llmchat.hub.catalogue import CATALOGUE
 
 DATA = Path(__file__).parents[1] / "data"
@@ -128,4 +129,14 @@ def test_help_lists_the_commands() -> None:
     text = ok(llmchat("--help"))
     for name in ("pull", "inspect", "tokenize", "chat-template"):
         assert name in text
-    assert llmchat().returncode == 2  # a command is required
+    bare = llmchat()  # a command is required, and bare `llmchat` lists them
+    assert bare.returncode == 2 and all(name in bare.stderr for name in COMMANDS), bare.stderr
+
+
+def test_an_unknown_option_is_named_with_its_command_s_usage() -> None:
+    result = llmchat("run", "smollm2", "-p", "hi", "--tokens", "4")
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.startswith("usage: llmchat run ") and "[-n MAX_TOKENS]" in result.stderr
+    assert result.stderr.rstrip().endswith("llmchat run: error: unrecognized arguments: --tokens 4")
+    top = llmchat("--tokens")
+    assert top.returncode == 2 and top.stderr.rstrip().endswith("llmchat: error: unrecognized arguments: --tokens")

@@ -52,7 +52,7 @@ def test_text_abbreviates_and_escapes(tmp_path: Path, capsys: pytest.CaptureFixt
     assert lines[0] == str(path)
     assert lines[1].startswith("GGUF v3, alignment 32, 5 metadata keys, 6 tensors, 535 parameters")
     # Not a runnable model: the summary says what it can, the plan why it cannot run.
-    assert lines[3].split() == ["model", "m.gguf", "(llama)"]
+    assert lines[3].split() == ["model", "m", "(llama)"]  # its file name, without .gguf (model_title)
     assert next(line for line in lines if line.startswith("  cannot: "))
     by_key = {line.split()[0]: line for line in lines if line.startswith("  ") and len(line.split()) > 2}
     assert by_key["long"].split(None, 2)[1:] == ["[int32]", "[0, 1, 2, 3, 4, ...] (1000 items)"]
@@ -86,7 +86,7 @@ def test_plan_names_the_kernels_and_memory_a_real_model_needs(smollm2_path, caps
     lines = _run(capsys, Path(smollm2_path), as_json=False).splitlines()
     # The summary and the plan come first; the metadata after them; the tensor table only with --tensors.
     summary = {line.split(None, 1)[0]: line.split(None, 1)[1] for line in lines[3:7]}
-    assert summary["model"] == "Smollm2 135M 8k Lc100K Mix1 Ep2 (llama, 135M)"
+    assert summary["model"] == "SmolLM2 135M Instruct (llama, 135M)"  # the catalogue's title (model_title)
     assert summary["tensor"] == "types   Q4_1 ×210 (63.3 MiB), Q8_0 ×1 (28.7 MiB), F32 ×61 (0.1 MiB)"
     assert summary["context"] == "8192 tokens trained; runs with 2048 unless --ctx says otherwise"
     assert lines[7] == "  chat template  tokenizer.chat_template from the model file"

@@ -2,7 +2,10 @@
 installing anything: each sets up what it needs, the demo less than the tests."""
 from __future__ import annotations
 
+import shlex
+import socket
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -47,3 +50,24 @@ def test_each_target_sets_up_its_own_set(target: str, wanted: list[str], unwante
         assert text in commands, (text, commands)
     for text in unwanted:
         assert text not in commands, (text, commands)
+
+
+def test_make_demo_on_a_port_in_use_stops_before_the_model_is_pulled(tmp_path: Path) -> None:
+    """The demo ends by serving on PORT: a port another program holds is one error line first, naming PORT, and
+    nothing is pulled or run (set-up taken as done, -o; the recipe's $(BIN) pointed at this interpreter)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name, run in (("llmchat", "-m llmchat"), ("python", "")):
+        (bin_dir / name).write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} {run} "$@"\n')
+        (bin_dir / name).chmod(0o755)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = subprocess.run(["make", "-o", "system-deps-demo", "-o", ".venv/.installed", "-o", "web",
+                                 f"BIN={bin_dir}", "MODEL=no-such-model", f"PORT={port}", "demo"], cwd=ROOT,
+                                capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2
+    assert "llmchat pull" not in result.stdout, result.stdout  # the recipe stopped at its first line
+    assert result.stderr.startswith(f"llmchat: error: port {port} on 127.0.0.1 is in use by another program "
+                                    f"(another llmchat serve?): choose another with make demo PORT={port + 1}\n")
