@@ -145,6 +145,40 @@ def test_integer_ranges_exhaustive():
         assert accepts(only_max, str(v)) == (v < -9), v
 
 
+BOUNDS = [-1000, -10, -9, -1, 0, 1, 7, 9, 10, 99, 100, 1234, -7.5, -0.5, 0.5, 7.5, 99.9, 1e3]
+
+
+@pytest.mark.parametrize("kind", ["integer", "number"])
+@pytest.mark.parametrize("keyword", ["minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"])
+def test_every_integer_bound_at_its_edges(kind, keyword):
+    """Each bound keyword, inclusive and exclusive, whole and fractional (`maximum: 7.5` on an integer), against
+    jsonschema at the values where an off-by-one would show: the bound, one either side, and (numbers) the
+    nearest decimals."""
+    for bound in BOUNDS:
+        schema = {"type": kind, keyword: bound}
+        grammar, check = Grammar.parse(schema_to_gbnf(schema)), validator(schema)
+        edge = int(bound // 1)
+        values = [edge + d for d in range(-2, 3)]
+        if kind == "number":
+            values += [bound, bound - 0.1, bound + 0.1, bound - 0.01, bound + 0.01]
+        for value in values:
+            text = json.dumps(value)
+            assert accepts(grammar, text) == check.is_valid(value), (schema, text)
+
+
+@pytest.mark.parametrize("low,high", [("minimum", "maximum"), ("exclusiveMinimum", "maximum"),
+                                      ("minimum", "exclusiveMaximum"), ("exclusiveMinimum", "exclusiveMaximum")])
+def test_integer_ranges_at_both_edges(low, high):
+    for lo, hi in [(-10, 10), (0, 1), (9, 10), (-1, 0), (7, 7), (-7.5, 7.5), (0.5, 1.5), (99, 1000)]:
+        schema = {"type": "integer", low: lo, high: hi}
+        check = validator(schema)
+        if not any(check.is_valid(v) for v in range(int(lo) - 1, int(hi) + 2)):
+            continue  # no integer in the range: a NoDocumentError, tested with the other refusals
+        grammar = Grammar.parse(schema_to_gbnf(schema))
+        for value in range(int(lo // 1) - 2, int(hi // 1) + 3):
+            assert accepts(grammar, str(value)) == check.is_valid(value), (schema, value)
+
+
 def test_whitespace_is_bounded():
     g = Grammar.parse(json_object_gbnf())
     assert accepts(g, '{\n' + " " * 40 + '"a": 1}')
