@@ -5,9 +5,6 @@ experts, a layer sharing a cache of the other kind). Tolerance as in tests/gpu/t
 """
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import pytest
 
 from gpu_util import adapter_gpu  # noqa: F401 (a fixture)
@@ -15,12 +12,12 @@ from llmchat.api import LLM
 from llmchat.errors import UnsupportedModelError
 from llmchat.gguf.file import open_gguf
 from llmchat.models import config_from_metadata
-from model_factory import write_model
+from model_factory import oracle_params, write_model
 from test_hybrid import batched_equal_alone
 
 pytestmark = pytest.mark.gpu
 
-PARAMS = json.loads((Path(__file__).parents[1] / "data" / "oracle" / "gemma4.json").read_text())["params"]
+PARAMS = oracle_params("gemma4")
 
 
 @pytest.fixture(scope="module")

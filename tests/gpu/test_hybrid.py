@@ -7,9 +7,6 @@ the same kernels run on the same numbers in another order of tokens per step (me
 """
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import numpy as np
 import pytest
 
@@ -23,13 +20,12 @@ from llmchat.runtime.memory import DEFAULT_ADAPTER, plan_memory
 from llmchat.models import config_from_metadata
 from llmchat.runtime.sampler import SamplingParams
 from llmchat.runtime.prefix_cache import PrefixCache
-from model_factory import write_model
+from model_factory import oracle_params, write_model
 
 pytestmark = pytest.mark.gpu
 
 ARCHES = ["lfm2", "qwen35"]
-PARAMS = {a: json.loads((Path(__file__).parents[1] / "data" / "oracle" / f"{a}.json").read_text())["params"]
-          for a in ARCHES}
+PARAMS = {a: oracle_params(a) for a in ARCHES}
 TOL = 1e-5
 
 

@@ -13,7 +13,7 @@ import pytest
 
 from chat_turns import FIRST, follow_up, reply
 from gpu_util import adapter_gpu  # noqa: F401 (a fixture)
-from model_factory import write_model
+from model_factory import oracle_params, write_model
 
 from llmchat.api import LLM
 from llmchat.gpu.kvlayout import BLOCK_TOKENS
@@ -21,11 +21,21 @@ from llmchat.runtime import chat_cache
 from llmchat.runtime.chat_cache import HEADER_BYTES, ChatCacheError
 
 
-def test_files_that_do_not_fit_are_refused_and_the_conversation_kept(adapter_gpu, tmp_path):  # noqa: F811
-    path = write_model(tmp_path / "m.gguf", n_layer=2, n_embd=64, n_head=4, n_kv_head=2, seed=3)
+# A model of plain attention, and the families whose sequences carry a state beside their KV cache (convolution
+# and recurrent layers), so the state's own checksum is exercised too.
+FAMILIES = {"llama": dict(n_layer=2, n_embd=64, n_head=4, n_kv_head=2, seed=3),
+            "lfm2": oracle_params("lfm2"), "qwen35": oracle_params("qwen35")}
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_files_that_do_not_fit_are_refused_and_the_conversation_kept(family, adapter_gpu, tmp_path):  # noqa: F811
+    path = write_model(tmp_path / "m.gguf", **FAMILIES[family])
     other = write_model(tmp_path / "other.gguf", n_layer=3, n_embd=64, n_head=4, n_kv_head=2, seed=3)
     llm = LLM(str(path), context=256, device=adapter_gpu.device)
-    answer, _ = reply(llm, FIRST)
+    stateful = llm.engine.kv.stateful
+    assert stateful == (family != "llama")
+    # One token: its text reads back as the same token, so a state (which cannot be cut back) is found whole.
+    answer, _ = reply(llm, FIRST, max_tokens=1 if stateful else 6)
     good = tmp_path / "good.kv"
     llm.save_chat(good, identity="etag-1")
     data = good.read_bytes()
@@ -72,9 +82,12 @@ def test_files_that_do_not_fit_are_refused_and_the_conversation_kept(adapter_gpu
         "a flipped bit in a block": (damaged("bit.kv", flipped(layout.blocks_at + 3)), "block 0 of .* checksum"),
         "a flipped token id": (damaged("id.kv", flipped(HEADER_BYTES + 4 * 2)), "block 0 of .* checksum"),
         "NaN in a block": (damaged("nan.kv", not_finite()), "not finite"),
+        **({"a flipped bit in the state": (damaged("state.kv", flipped(layout.state_at + 3)),
+                                           "its state does not match its checksum")} if stateful else {}),
         "a directory": (tmp_path, "cannot restore a conversation from"),
         "a missing file": (tmp_path / "none.kv", "cannot restore a conversation from"),
     }
+    assert bool(layout.state_bytes) == stateful
     for name, (file, words) in cases.items():
         with pytest.raises(ChatCacheError, match=words):
             llm.restore_chat(file, identity="etag-2" if name == "another identity" else "etag-1")

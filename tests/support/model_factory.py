@@ -14,6 +14,7 @@ This module needs numpy, gguf and llmchat: tools/reference/arch_oracle.py import
 """
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -27,6 +28,14 @@ T = gguf.MODEL_TENSOR
 
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 MERGES = ["h e", "l l", "he ll", "Ġ t", "Ġt h"]
+
+ORACLE = Path(__file__).parents[1] / "data" / "oracle"  # tools/reference/arch_oracle.py's variants, llama.cpp's logits
+
+
+def oracle_params(variant: str) -> dict:
+    """write_model's arguments for one of the oracle's variants (tests/data/oracle/VARIANT.json)."""
+    return json.loads((ORACLE / f"{variant}.json").read_text())["params"]
+
 
 ARCHES = ("llama", "mistral", "qwen2", "qwen3", "smollm3", "gemma3", "gemma4", "phi3", "lfm2", "qwen35")
 
