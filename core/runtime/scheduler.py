@@ -88,15 +88,19 @@ _STOP = object()
 
 
 class Scheduler:
-    """Runs `engine` over every submitted sequence, at most `max_batch` at once and `max_queue` waiting."""
+    """Runs `engine` over every submitted sequence, at most `max_batch` at once and `max_queue` waiting; up to
+    `cache_entries` finished ones are kept for prefix sharing (None: as many as the KV cache's other slots hold)."""
 
     def __init__(self, engine: Engine, tokenizer: Tokenizer, *, max_batch: int = 8, max_queue: int = 64,
-                 prefill_chunk: int = 16, metrics: Metrics | None = None) -> None:
+                 prefill_chunk: int = 16, cache_entries: int | None = None, metrics: Metrics | None = None) -> None:
         if not 1 <= max_batch < engine.max_step:
             raise ValueError(f"max_batch must be between 1 and {engine.max_step - 1} (the engine's step size "
                              f"less one token for prefill), got {max_batch}")
-        if engine.kv.n_slots < max_batch:
-            raise ValueError(f"the KV cache has {engine.kv.n_slots} slots, fewer than max_batch={max_batch}")
+        if cache_entries is None:
+            cache_entries = engine.kv.n_slots - max_batch
+        if engine.kv.n_slots < max_batch + cache_entries or cache_entries < 0:
+            raise ValueError(f"the KV cache has {engine.kv.n_slots} slots, fewer than max_batch={max_batch} "
+                             f"and cache_entries={cache_entries} need")
         if prefill_chunk < 1 or max_queue < 0:
             raise ValueError("prefill_chunk must be >= 1 and max_queue >= 0")
         self.engine = engine
@@ -106,8 +110,7 @@ class Scheduler:
         self.max_queue = max_queue
         self.prefill_chunk = prefill_chunk
         self.metrics = metrics or Metrics()
-        # Slots beyond max_batch hold finished sequences for prefix sharing.
-        self.cache = PrefixCache(engine.kv, engine.kv.n_slots - max_batch)
+        self.cache = PrefixCache(engine.kv, cache_entries)
         self._inbox: queue.SimpleQueue = queue.SimpleQueue()
         self._waiting: deque[_Scheduled] = deque()  # scheduler thread only
         self._decoding: list[_Scheduled] = []  # scheduler thread only

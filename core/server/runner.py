@@ -144,8 +144,8 @@ def _serve(config: ServeConfig, sock: socket.socket) -> None:
             batch_why = "fewer than the default, to fit the GPU memory budget"
     for line in memory_lines(llm.plan, max_batch, cache_entries, batch_why):
         print(line, file=sys.stderr)
-    scheduler = llm.scheduler(max_batch=max_batch, max_queue=config.max_queue,
-                              prefill_chunk=config.prefill_chunk, metrics=Metrics())
+    scheduler = llm.scheduler(max_batch=max_batch, max_queue=config.max_queue, prefill_chunk=config.prefill_chunk,
+                              cache_entries=cache_entries, metrics=Metrics())
     local = not path.startswith(("http://", "https://"))
     # Not resolve(): a Hugging Face cache file is a link whose target is named by its hash; /models/NAME should
     # offer the model under the name the link (the repository) gives it.

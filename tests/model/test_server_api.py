@@ -155,6 +155,10 @@ def test_sampling_fields(client):
     assert [c.index for c in a.choices] == [0, 1]
     assert 2 <= a.usage.completion_tokens <= 8
     assert a.usage.total_tokens == a.usage.prompt_tokens + a.usage.completion_tokens
+    # Choice i of a seeded request draws from seed + i: the third of n=3 is the reply seed + 2 gives alone.
+    sampled = dict(model=MODEL, prompt="Once upon a time", max_tokens=6, temperature=1.0)
+    three = client.completions.create(**sampled, seed=11, n=3)
+    assert [c.text for c in three.choices][2] == client.completions.create(**sampled, seed=13).choices[0].text
     # Penalties need the whole row of logits: a different path through the scheduler, same API.
     p = client.completions.create(model=MODEL, prompt="One, two, three,", max_tokens=4, temperature=0,
                                   presence_penalty=1.5, frequency_penalty=0.5, user="tests")
@@ -261,6 +265,10 @@ def test_context_overflow_names_the_numbers(client, server):
 
 
 def test_metrics_text(server):
+    # A request answered 200 and one answered 400 of its own, so the counts below hold whichever worker runs it.
+    route = f"{server}/v1/chat/completions"
+    assert httpx.post(route, json={"model": MODEL, "messages": _chat("Hi"), "max_tokens": 1}, timeout=300).is_success
+    assert httpx.post(route, json={"model": MODEL, "messages": []}).status_code == 400
     text = httpx.get(f"{server}/metrics").text
     for name in ("llmchat_requests_total", "llmchat_prompt_tokens_total", "llmchat_generation_tokens_total",
                  "llmchat_queue_depth", "llmchat_batch_size_bucket", "llmchat_prefix_cache_hit_tokens_total",

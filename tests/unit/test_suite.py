@@ -37,6 +37,12 @@ def test_no_test_module_imports_one_from_another_folder():
     assert not crossing, crossing
 
 
+def test_test_modules_have_names_of_their_own():
+    """pytest imports test modules by their file name: two of one name in different folders cannot both run."""
+    stems = sorted(p.stem for p in TESTS.rglob("test_*.py"))
+    assert not {s for s in stems if stems.count(s) > 1}
+
+
 def test_every_test_has_a_time_limit(tmp_path):
     """The limit is configured for the whole suite, and pytest-timeout enforces it: a test that outlives its limit
     fails and the run goes on."""
