@@ -260,10 +260,15 @@ export class LLMChatElement extends HTMLElement {
     const t0 = performance.now();
     const restoring = this.#reply(null, async () => {
       this.#status("Restoring the conversation…");
-      let last = null;
-      for await (last of await this.engine.chat.completions.create({ messages: this.#messages(), max_tokens: 1,
-        temperature: 0, stream: true, ...this.#cacheKey() }));
-      return { ...last.usage, timings: last.llmchat?.timings, kv_cache: last.llmchat?.kv_cache ?? null };
+      let usage = null;
+      let ours = {}; // llmchat's fields of the finishing chunk
+      for await (const chunk of await this.engine.chat.completions.create({ messages: this.#messages(), max_tokens: 1,
+        temperature: 0, stream: true, stream_options: { include_usage: true }, ...this.#cacheKey() })) {
+        usage = chunk.usage ?? usage;
+        ours = chunk.llmchat ?? ours;
+      }
+      return { prompt_tokens: usage?.prompt_tokens ?? 0, cached_tokens: usage?.prompt_tokens_details?.cached_tokens ?? 0,
+        timings: ours.timings, kv_cache: ours.kv_cache ?? null };
     });
     this.restoring = restoring.catch(() => {}).finally(() => { this.restoring = null; });
     try {
@@ -452,7 +457,7 @@ export class LLMChatElement extends HTMLElement {
     // The prompt is computed before the first word comes: seconds on a slow GPU, which must not look like nothing.
     this.#status("Reading your message…");
     const stream = await this.engine.chat.completions.create({
-      messages, stream: true, max_tokens: this.#number("max-tokens", 256),
+      messages, stream: true, stream_options: { include_usage: true }, max_tokens: this.#number("max-tokens", 256),
       temperature: this.#number("temperature", 0), ...this.#cacheKey(),
       ...(tools ? { tools, tool_choice: toolsAllowed ? "auto" : "none" } : {}),
     });
@@ -462,9 +467,15 @@ export class LLMChatElement extends HTMLElement {
     let bubble = null;
     let thinking = null;
     let finish = null;
+    let timings;
+    let usage = null;
     let writing = false;
     const calls = [];
     for await (const chunk of stream) {
+      if (!chunk.choices.length) { // the closing chunk: the usage alone
+        usage = chunk.usage;
+        continue;
+      }
       const prefill = chunk.llmchat?.prefill;
       if (prefill) {
         this.#progress({ phase: "prefill", loaded: prefill.done, total: prefill.total });
@@ -499,9 +510,12 @@ export class LLMChatElement extends HTMLElement {
       }
       if (chunk.choices[0].finish_reason) {
         finish = chunk.choices[0].finish_reason;
-        this.#fire("llm-done", { text: content, finish_reason: finish, usage: chunk.usage,
-          timings: chunk.llmchat?.timings, ...(calls.length ? { tool_calls: calls } : {}) });
+        timings = chunk.llmchat?.timings;
       }
+    }
+    if (finish) {
+      this.#fire("llm-done", { text: content, finish_reason: finish, usage, timings,
+        ...(calls.length ? { tool_calls: calls } : {}) });
     }
     const message = { role: "assistant", content };
     if (calls.length && finish === "tool_calls") message.tool_calls = calls;

@@ -5,10 +5,9 @@ Whoever runs the generation (the server's scheduler, the browser's Python API) t
 `Piece`; `Completion` records them per choice and shapes every object, so a reply reads the same from the server
 and from the JS API.
 
-Usage: `prompt_tokens`, `completion_tokens`, `total_tokens` and `prompt_tokens_details.cached_tokens` as OpenAI has
-them, and `cached_tokens` beside them (llmchat's pages read it there). In a stream it comes once: in a closing chunk
-with no choices when the request set `stream_options.include_usage` (OpenAI's way; every other chunk then has
-`usage: null`), otherwise on the chunk that finishes the last choice.
+Usage: `prompt_tokens`, `completion_tokens`, `total_tokens` and `prompt_tokens_details.cached_tokens`, as OpenAI
+has them. A stream carries it only when the request set `stream_options.include_usage`, as OpenAI's does: once, in
+a closing chunk with no choices (every other chunk then has `usage: null`).
 
 A chunk may carry llmchat's own fields under `llmchat` (the browser runtime's token ids, timings, KV cache report).
 A best-effort JSON schema's keywords that were not enforced come as `llmchat.unenforced_schema_keywords` (JSON
@@ -111,8 +110,6 @@ class Completion:
             choice = {"index": index, "text": piece.text, "logprobs": self._text_logprobs([entry]) if entry else None,
                       "finish_reason": piece.finish_reason}
         chunk = self._chunk([choice])
-        if piece.finish_reason is not None and self.done and not self.include_usage:
-            chunk["usage"] = self.usage()
         extension = {**(piece.extension or {}), **(self._ours() if piece.finish_reason and self.done else {})}
         if extension:
             chunk["llmchat"] = extension
@@ -160,7 +157,7 @@ class Completion:
                 cached += min(k.cached_tokens for k in counts)
         completion = sum(k.completion_tokens for k in finished if k is not None)
         return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
-                "prompt_tokens_details": {"cached_tokens": cached}, "cached_tokens": cached}
+                "prompt_tokens_details": {"cached_tokens": cached}}
 
     # -- parts ----------------------------------------------------------------------------------------------------
     def _chunk(self, choices: list[dict[str, Any]], usage: dict[str, Any] | None = None) -> dict[str, Any]:

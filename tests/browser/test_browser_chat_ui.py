@@ -278,15 +278,16 @@ def test_reload_restores_the_kv_cache_and_edit_and_regenerate_reuse_it(launch_pr
             assert chat_files(page) == [] and page.evaluate(api.format("storageEstimate"))["conversations"] == 0
             _, after = ask(page, "And of Germany?", max_tokens=2)
             usage = after["usage"]
-            assert usage["cached_tokens"] >= restore["prompt_tokens"] - 3, usage  # only the new message computed
-            print(f"next turn after restore: {usage['prompt_tokens']} prompt tokens, {usage['cached_tokens']} cached")
+            cached = usage["prompt_tokens_details"]["cached_tokens"]
+            assert cached >= restore["prompt_tokens"] - 3, usage  # only the new message computed
+            print(f"next turn after restore: {usage['prompt_tokens']} prompt tokens, {cached} cached")
 
             # Regenerate: the same prompt again; everything but its last token comes from the cache.
             n = len(events(page, "llm-done"))
             page.locator("llm-chat .message.assistant").last.locator(".regenerate").click()
             again = done_after(page, n)["usage"]
             assert again["prompt_tokens"] == usage["prompt_tokens"]
-            assert again["cached_tokens"] == again["prompt_tokens"] - 1, again
+            assert again["prompt_tokens_details"]["cached_tokens"] == again["prompt_tokens"] - 1, again
             assert page.locator("llm-chat .message.assistant").count() == 4  # replaced, not added
             assert page.locator("llm-chat .regenerate:visible").count() == 1
 
@@ -301,7 +302,8 @@ def test_reload_restores_the_kv_cache_and_edit_and_regenerate_reuse_it(launch_pr
             first_turn = turns[0]["usage"]
             # Everything before the edited message (system prompt, first question and answer) was reused; the
             # edited question and what follows were computed.
-            assert first_turn["prompt_tokens"] <= edited["cached_tokens"] < edited["prompt_tokens"], edited
+            assert first_turn["prompt_tokens"] <= edited["prompt_tokens_details"]["cached_tokens"] < \
+                edited["prompt_tokens"], edited
             history = page.eval_on_selector("llm-chat", "el => el.history")
             assert [m["content"] for m in history if m["role"] == "user"] == ["Capital of France?", "And of Portugal?"]
             assert len(history) == 4 and page.locator("llm-chat .message").count() == 4

@@ -32,13 +32,16 @@ API_PAGE = """<!doctype html><script type="module">
   window.ask = async (messages, max_tokens, key) => {
     const tokens = [];
     let text = "";
-    let last = null;
-    for await (last of await engine.chat.completions.create({ messages, max_tokens, stream: true,
-                                                              ...(key ? { prompt_cache_key: key } : {}) })) {
-      if (last.llmchat?.token !== undefined) tokens.push(last.llmchat.token);
-      text += last.choices[0].delta.content ?? "";
+    let usage = null;
+    let kv = null;
+    for await (const chunk of await engine.chat.completions.create({ messages, max_tokens, stream: true,
+        stream_options: { include_usage: true }, ...(key ? { prompt_cache_key: key } : {}) })) {
+      if (chunk.llmchat?.token !== undefined) tokens.push(chunk.llmchat.token);
+      text += chunk.choices[0]?.delta.content ?? "";
+      usage = chunk.usage ?? usage;
+      kv = chunk.llmchat?.kv_cache ?? kv;
     }
-    return { tokens, text, usage: last.usage, kv: last.llmchat?.kv_cache ?? null };
+    return { tokens, text, usage, kv };
   };
   window.ready = true;
 </script>""" % MODEL
@@ -152,7 +155,7 @@ def test_two_pages_share_one_engine_and_hand_over(server, context, native):
     b2 = result(follower, "b2")
     assert b2["tokens"] == native["b2"]["tokens"] and len(b2["tokens"]) == 3, (b2, native["b2"])
     # The new engine read the conversation back from OPFS rather than computing it again.
-    assert b2["kv"]["restored"] == b1["kv"]["saved"] and b2["usage"]["cached_tokens"] >= b1["usage"]["prompt_tokens"], b2
+    assert b2["kv"]["restored"] == b1["kv"]["saved"] and b2["usage"]["prompt_tokens_details"]["cached_tokens"] >= b1["usage"]["prompt_tokens"], b2
     assert follower.evaluate("engine.info.engine") != lead["engine"]  # a new worker, the model from OPFS:
     assert (server.log.model_bytes, len(server.log.model_requests())) == downloaded  # still the one download
 

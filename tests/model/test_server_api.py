@@ -165,6 +165,15 @@ def test_sampling_fields(client):
     assert p.choices[0].finish_reason in ("stop", "length") and p.usage.completion_tokens <= 4
 
 
+def test_a_stream_carries_the_usage_only_when_asked_in_openai_s_shape(client):
+    ask = dict(model=MODEL, messages=[{"role": "user", "content": "Hi"}], max_tokens=2, temperature=0, stream=True)
+    assert all(chunk.usage is None for chunk in client.chat.completions.create(**ask))
+    *chunks, closing = client.chat.completions.create(**ask, stream_options={"include_usage": True})
+    assert all(chunk.usage is None for chunk in chunks) and closing.choices == []
+    assert closing.usage.completion_tokens == 2 and closing.usage.prompt_tokens_details.cached_tokens >= 0
+    assert not closing.usage.model_extra  # nothing beside OpenAI's fields (cached_tokens is in the details)
+
+
 def test_stop_strings_and_length(client):
     full = client.completions.create(model=MODEL, prompt="Counting: 1, 2, 3, 4,", max_tokens=8, temperature=0)
     text = full.choices[0].text

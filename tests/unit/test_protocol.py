@@ -170,7 +170,7 @@ def spell(token: int) -> bytes:
     return {1: b"Hi", 2: b" there", 3: b"!"}[token]
 
 
-def test_a_chat_stream_opens_with_the_role_and_ends_with_the_usage():
+def test_a_chat_stream_opens_with_the_role_and_carries_no_usage_unasked():
     c = Completion(chat=True, model="tiny")
     [opening] = c.opening()
     assert opening["object"] == "chat.completion.chunk" and opening["id"].startswith("chatcmpl-")
@@ -186,8 +186,8 @@ def test_a_chat_stream_opens_with_the_role_and_ends_with_the_usage():
     last = c.take(0, Piece(" there", finish_reason="length", counts=Counts(10, 2, 4), message=message))
     assert last["choices"][0]["finish_reason"] == "length" and "llmchat" not in last
     usage = {"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12,
-             "prompt_tokens_details": {"cached_tokens": 4}, "cached_tokens": 4}
-    assert last["usage"] == usage and c.done and c.closing() == []
+             "prompt_tokens_details": {"cached_tokens": 4}}  # OpenAI's fields, and only those
+    assert "usage" not in last and c.done and c.closing() == []  # without stream_options.include_usage, as OpenAI
     whole = c.response()
     assert whole["object"] == "chat.completion" and whole["id"] == opening["id"] and whole["usage"] == usage
     assert whole["choices"] == [{"index": 0, "message": message, "logprobs": None, "finish_reason": "length"}]
@@ -207,9 +207,10 @@ def test_with_include_usage_the_usage_comes_in_a_chunk_of_its_own():
 
 
 def test_the_usage_waits_for_the_last_choice():
-    c = Completion(chat=False, model="tiny", prompts=2, n=1)
-    assert "usage" not in c.take(1, Piece("x", finish_reason="stop", counts=Counts(3, 1)))
-    assert c.take(0, Piece("y", finish_reason="stop", counts=Counts(4, 1)))["usage"]["prompt_tokens"] == 7
+    c = Completion(chat=False, model="tiny", prompts=2, n=1, include_usage=True)
+    assert c.take(1, Piece("x", finish_reason="stop", counts=Counts(3, 1)))["usage"] is None
+    assert c.take(0, Piece("y", finish_reason="stop", counts=Counts(4, 1)))["usage"] is None
+    assert c.closing()[0]["usage"]["prompt_tokens"] == 7
     assert [choice["text"] for choice in c.response()["choices"]] == ["y", "x"]
 
 
