@@ -104,7 +104,7 @@ class LLM(Runtime):
     # -- generation ----------------------------------------------------------------------------------------------
     def generate(self, prompt: str | Sequence[dict] | list[int], *, max_tokens: int = 256,
                  stop: Sequence[str] = (), ignore_eos: bool = False, response_format=None, grammar=None,
-                 json_schema=None, on_prefill: Callable[[int, int], None] | None = None,
+                 json_schema=None, on_prefill: Callable[[int, int], bool | None] | None = None,
                  **sampling) -> Iterator[StreamEvent]:
         """Stream a completion of a raw prompt (str), of token ids, or of chat messages (a list of dicts).
 
@@ -125,7 +125,7 @@ class LLM(Runtime):
     def chat(self, messages: Sequence[dict], *, max_tokens: int = 256, stop: Sequence[str] = (),
              response_format=None, tools=None, tool_choice=None, parallel_tool_calls=None,
              chat_template_kwargs=None, grammar=None, json_schema=None,
-             on_prefill: Callable[[int, int], None] | None = None, **sampling) -> Iterator[StreamEvent]:
+             on_prefill: Callable[[int, int], bool | None] | None = None, **sampling) -> Iterator[StreamEvent]:
         """Stream a chat reply, keeping the conversation's KV cache: the next call with the same history plus new
         messages only computes the new tokens.
 
@@ -137,7 +137,8 @@ class LLM(Runtime):
         chat template. `logit_bias` ({token id: -100..100}) and the other sampling options go with them.
         `on_prefill(done, total)` is called before each step of the prompt with the prompt tokens computed so far
         and in all (those found in the cache left out), so a slow device can show progress before the first
-        token."""
+        token; it returns False to stop there (the reply then ends at once with finish_reason "abort"). Between
+        tokens, stop reading the events."""
         setup = self.prepare_chat(messages, response_format=response_format, grammar=grammar,
                                   json_schema=json_schema, tools=tools, tool_choice=tool_choice,
                                   parallel_tool_calls=parallel_tool_calls, template_kwargs=chat_template_kwargs)
@@ -180,7 +181,8 @@ class LLM(Runtime):
         return self.generation(GenerationRequest(ids, SamplingParams(**sampling), max_tokens, tuple(stop),
                                                  ignore_eos=ignore_eos, constraint=constraint))
 
-    def _run(self, seq: Generation, on_prefill: Callable[[int, int], None] | None = None) -> Iterator[StreamEvent]:
+    def _run(self, seq: Generation,
+             on_prefill: Callable[[int, int], bool | None] | None = None) -> Iterator[StreamEvent]:
         """Drive `seq` through the shared generation loop, adding timings to its finish. Recording a step's program
         (where its kernels compile, the first time a shape of step comes) is counted apart, as `compile_s`: the
         prefill and decode rates are those of the steps themselves."""

@@ -8,7 +8,7 @@
 //                                    adapters); the first one loads the model, later ones (other tabs) hear
 //                                    "ready" once it is in
 //   {type: "chat", id, request}      request: an OpenAI body {messages | prompt, stream, max_tokens, ...}
-//   {type: "stop", id}               ends reply `id` after the token being computed
+//   {type: "stop", id}               ends reply `id` within a step (of its prompt, or a token): none after it
 //   {type: "reset"}                  forgets the conversation
 //   {type: "forget", id, key}        deletes the conversation kept under prompt_cache_key `key`
 //   {type: "stats", id}              asks for the GPU bridge's counters
@@ -403,6 +403,19 @@ async function fetchVerified(url, sha256) {
   return bytes;
 }
 
+// A task of its own: the messages already queued (a stop) are handled before it resolves. A MessageChannel's
+// message, not setTimeout, whose nested calls wait 4 ms each.
+function nextTask() {
+  return new Promise((resolve) => {
+    const { port1, port2 } = new MessageChannel();
+    port1.onmessage = () => {
+      port1.close();
+      resolve();
+    };
+    port2.postMessage(null);
+  });
+}
+
 // WebGPU does not say how much memory the GPU has. navigator.deviceMemory (capped at 8 GiB) bounds what an
 // integrated GPU can share on small devices; when it reports the cap, nothing is known and nothing is refused.
 function gpuBudget() {
@@ -416,7 +429,12 @@ async function chat({ id, request }, client) {
     const event = JSON.parse(json);
     client.port.postMessage({ type: event.chunk ? "chunk" : "done", id, ...event });
   };
-  const shouldStop = () => client.stops.has(id) || !clients.has(client); // a tab that left reads no more
+  // Awaited by Python before each prompt step and each token. A prompt's steps read nothing back from the GPU, so
+  // without a turn of the event loop here a stop message would wait behind the whole prompt.
+  const shouldStop = async () => {
+    await nextTask();
+    return client.stops.has(id) || !clients.has(client); // a tab that left reads no more
+  };
   const cache = request.messages && typeof request.prompt_cache_key === "string" ?
     await openChat(request.prompt_cache_key) : null;
   try {

@@ -156,8 +156,10 @@ def chat(request: str, emit, should_stop, cache=None) -> None:
     otherwise only {"response": ...}, the whole answer. Chunks carry llmchat's fields under "llmchat": each token's
     id ("token"); while the prompt is read, before each of its steps, "prefill": {"done", "total"} (prompt tokens
     computed so far and in all, cached ones left out) in a chunk of its own; at the finish "timings" and
-    "kv_cache". `should_stop()` is asked between tokens and between prompt steps (the stop button), and a stop
-    ends the reply with finish_reason "abort", as WebLLM reports a user's stop (its usage counts only what it
+    "kv_cache". `should_stop()`, a JS function whose promise gives the worker's event loop a turn first (a prompt's
+    steps read nothing back from the GPU, so nothing else would let the stop message in), is awaited before each
+    prompt step and before each token is sent: a stop (the stop button) ends the reply within a step, no token
+    after it, with finish_reason "abort", as WebLLM reports a user's stop (its usage counts only what it
     generated). The conversation keeps its KV cache across calls: a request that repeats the previous turns only
     computes the new tokens.
 
@@ -186,10 +188,16 @@ def chat(request: str, emit, should_stop, cache=None) -> None:
                 if chunk is not None:
                     emit(json.dumps({"chunk": chunk}))
 
-    def prefill(done: int, total: int) -> None:
-        if should_stop():
-            raise _Stopped
+    def stopped() -> bool:
+        from pyodide.ffi import run_sync
+
+        return bool(run_sync(should_stop()))
+
+    def prefill(done: int, total: int) -> bool:
+        if stopped():
+            return False  # the reply ends with "abort" before the next step
         send([completion.take(0, Piece(extension={"prefill": {"done": done, "total": total}}))])
+        return True
 
     if is_chat:
         events = llm.chat(body["messages"], max_tokens=asked.max_tokens, stop=asked.stop,
@@ -206,15 +214,16 @@ def chat(request: str, emit, should_stop, cache=None) -> None:
             if event.finish_reason is not None:
                 usage = event.usage
                 completion.unenforced = event.unenforced
+                whole = event.finish_reason != "abort"  # a turn stopped while its prompt was read is not kept
                 send([completion.take(0, Piece(
                     event.text, parts, finish_reason=event.finish_reason, message=event.message,
                     counts=Counts(usage["prompt_tokens"], usage["completion_tokens"], usage["cached_tokens"]),
-                    extension={"timings": event.timings, "kv_cache": kept.save() if kept else None}))])
+                    extension={"timings": event.timings, "kv_cache": kept.save() if kept and whole else None}))])
                 break
+            if stopped():  # before the token goes out: none arrives after the stop
+                raise _Stopped
             send([completion.take(0, Piece(event.text, parts, token=event.token, extension={"token": event.token}))])
             generated += 1
-            if should_stop():
-                raise _Stopped
     except _Stopped:
         # The engine forgets the unfinished turn (its cache keeps what the prompt shares with the last one): the
         # next request recomputes from there.

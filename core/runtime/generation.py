@@ -46,8 +46,8 @@ class TokenEvent:
 
 @dataclass(frozen=True)
 class FinishEvent:
-    reason: str  # "stop" (end-of-generation token, stop string, or a grammar's complete match) or "length"
-    # (max_tokens or the context)
+    reason: str  # "stop" (end-of-generation token, stop string, or a grammar's complete match), "length"
+    # (max_tokens or the context) or "abort" (the caller stopped it while its prompt was read)
     text: str  # the rest of the text held back until the end
     prompt_tokens: int
     completion_tokens: int
@@ -139,6 +139,10 @@ class Generation:
             self.tokens.append(token)
         return events
 
+    def abort(self) -> FinishEvent:
+        """Finish with "abort": the caller stopped the sequence."""
+        return self._finish("abort")
+
     def _finish(self, reason: str) -> FinishEvent:
         self.finish_reason = reason
         return FinishEvent(reason, self.text.close(), len(self.request.prompt), self.generated, self.cached)
@@ -188,14 +192,17 @@ def step(engine: Engine, feeds: list[tuple[Generation, list[int]]]) -> list[tupl
 
 
 def generate(engine: Engine, seq: Generation,
-             on_prefill: Callable[[int, int], None] | None = None) -> Iterator[GenerationEvent]:
+             on_prefill: Callable[[int, int], bool | None] | None = None) -> Iterator[GenerationEvent]:
     """Run one started sequence to its end: the prompt in chunks as large as a step allows, then token by token.
 
     `on_prefill(done, total)` hears, before each step of the prompt, how many of the prompt tokens to compute (those
-    not found cached) are done: a long prompt takes seconds before the first token on a slow GPU."""
+    not found cached) are done: a long prompt takes seconds before the first token on a slow GPU. It returns False
+    to stop there (a Stop button): the sequence finishes with "abort" before its next step, its cache holding the
+    prompt positions computed so far. Between tokens a caller stops by no longer reading."""
     prompt = len(seq.request.prompt)
     while seq.finish_reason is None:
-        if on_prefill is not None and seq.pos < prompt:
-            on_prefill(seq.pos - seq.cached, prompt - seq.cached)
+        if on_prefill is not None and seq.pos < prompt and on_prefill(seq.pos - seq.cached, prompt - seq.cached) is False:
+            yield seq.abort()
+            return
         for s, out, read_row in step(engine, [(seq, seq.pending(engine.max_step))]):
             yield from s.sample(out, read_row)

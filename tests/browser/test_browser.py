@@ -190,6 +190,32 @@ def test_prompt_reading_shows_and_the_stop_button_ends_a_reply_marked_as_stopped
     assert page.evaluate("window.__statuses.at(-1)").startswith("Ready: SmolLM2 135M Instruct")
 
 
+def test_stop_while_the_prompt_is_read_ends_the_reply_with_no_token(shared, server):
+    """Stop pressed while a one-step prompt is read: the step under way finishes (it samples the first token), but
+    that token is not sent; the reply ends as stopped, with nothing in it."""
+    context, page = shared
+    chat_page(page, server)
+    done_before = len(events(page, "llm-done"))
+    tokens_before = len(events(page, "llm-token"))
+    # Stop as soon as the prompt's reading shows, from inside the page (no round trip to the test in between).
+    page.evaluate("""() => {
+      const stop = document.querySelector("llm-chat").shadowRoot.querySelector("button.stop");
+      const once = (event) => {
+        if (event.detail.phase !== "prefill") return;
+        document.removeEventListener("llm-progress", once);
+        stop.click();
+      };
+      document.addEventListener("llm-progress", once);
+    }""")
+    page.eval_on_selector("llm-chat", "el => el.setAttribute('max-tokens', '50')")
+    page.locator("llm-chat textarea").fill("Tell me a story about a dragon.")
+    page.locator("llm-chat button.send").click()
+    done = wait_event(page, "llm-done", after=done_before)
+    assert done["finish_reason"] == "abort" and done["text"] == "", done
+    assert len(events(page, "llm-token")) == tokens_before  # nothing after the Stop
+    assert page.locator("llm-chat button.stop").is_hidden() and page.locator("llm-chat textarea").is_enabled()
+
+
 def test_js_api_streams_openai_shaped_chunks(shared, server, native):
     context, page = shared
     server.pages["/api.html"] = """<!doctype html><script type="module">

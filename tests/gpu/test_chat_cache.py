@@ -98,3 +98,23 @@ def test_the_prompt_reports_its_progress_leaving_out_what_the_cache_holds(adapte
     usage = events[-1].usage
     new = usage["prompt_tokens"] - usage["cached_tokens"]
     assert usage["cached_tokens"] > 0 and heard == [(done, new) for done in range(0, new, 16)], (usage, heard)
+
+
+def test_on_prefill_returning_false_stops_the_reply_before_the_next_step(adapter_gpu, tmp_path):  # noqa: F811
+    """A Stop while the prompt is read: no further step runs, no token comes, the reply finishes with "abort", and
+    the conversation keeps the positions computed so far (the same question again computes only the rest)."""
+    path = write_model(tmp_path / "m.gguf", n_layer=2, n_embd=64, n_head=4, n_kv_head=2, seed=3)
+    llm = LLM(str(path), context=256, device=adapter_gpu.device, max_tokens_per_step=16)
+    heard: list[int] = []
+
+    def stop_after_two_steps(done: int, total: int) -> bool:
+        heard.append(done)
+        return len(heard) < 3
+
+    steps = llm.engine.stats["steps"]
+    events = list(llm.chat(FIRST, max_tokens=4, on_prefill=stop_after_two_steps))
+    assert heard == [0, 16, 32] and llm.engine.stats["steps"] - steps == 2  # the third step never ran
+    assert [e.token for e in events if e.token is not None] == []
+    assert events[-1].finish_reason == "abort" and events[-1].usage["completion_tokens"] == 0
+    again = list(llm.chat(FIRST, max_tokens=1))
+    assert again[-1].usage["cached_tokens"] == 32  # the two steps' positions were kept
