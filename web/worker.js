@@ -480,7 +480,7 @@ function report(error, id, client) {
   if (error.type) {
     const last = message.trim().split("\n").pop();
     message = last.replace(/^[\w.]+: /, "");
-    code = PYTHON_ERRORS[error.type] || "python";
+    code = runtime ? runtime.error_code(error.type) : "python"; // each class says its own (core/errors.py)
   }
   if (bridge?.lostReason) {
     code = "device-lost";
@@ -488,15 +488,6 @@ function report(error, id, client) {
   }
   client.port.postMessage({ type: "error", id, code, message });
 }
-
-// llmchat's exception classes (core/errors.py) as the error codes pages see.
-const PYTHON_ERRORS = {
-  ModelTooLargeError: "too-large", UnsupportedModelError: "unsupported", GGUFError: "bad-model",
-  SourceError: "network", DeviceLostError: "device-lost", ShaderError: "shader", GPUError: "gpu",
-  ContextOverflowError: "context-overflow", InvalidRequestError: "invalid-request",
-  ChatTemplateError: "chat-template", TokenizerError: "tokenizer", GrammarError: "grammar",
-  UnsupportedSchemaError: "unsupported-schema", FieldError: "invalid-request",
-};
 
 function lostMessage(reason) {
   return `The GPU stopped working (device lost: ${String(reason).replace(/\.$/, "")}). Reload the page to start ` +

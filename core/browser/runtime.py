@@ -14,7 +14,7 @@ from ..api import LLM
 from .source import BrowserSource
 from ..chat.template import jinja_environment
 from ..runtime.chat_cache import ChatCacheError
-from ..errors import FieldError, InvalidRequestError, SourceError
+from ..errors import FieldError, InvalidRequestError, SourceError, error_class
 from ..gguf.file import GGUFFile, open_gguf
 from .device import BrowserDevice
 from ..gpu.device import AdapterInfo
@@ -232,6 +232,13 @@ def chat(request: str, emit, should_stop, cache=None) -> None:
                                        extension={"timings": {}, "kv_cache": None}))])
     send(completion.closing())
     emit(json.dumps({"done": True} if asked.stream else {"response": completion.response()}))
+
+
+def error_code(name: str) -> str:
+    """The code a page receives for the Python error class `name`: the one its class says (llmchat.errors), or
+    "python" for an error that is not llmchat's own (a bug)."""
+    cls = error_class(name)
+    return cls.code if cls is not None else "python"
 
 
 class _Stopped(Exception):

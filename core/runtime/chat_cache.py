@@ -53,6 +53,8 @@ HEADER_BYTES = 4096
 class ChatCacheError(LLMChatError):
     """A saved conversation cache that cannot be used here (another model, a damaged file); nothing was changed."""
 
+    code = "chat-cache"
+
 
 class ChatFile(Protocol):
     """Random access to the bytes of one file (a local file, or an OPFS sync access handle in the browser)."""

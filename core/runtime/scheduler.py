@@ -36,19 +36,28 @@ RATE_WINDOW_S = 10.0  # the decode rate behind Retry-After is measured over this
 
 
 class QueueFullError(LLMChatError):
-    """The waiting queue is full; the client should retry later."""
+    """The waiting queue is full; the client should retry later (in `retry_after` seconds)."""
+
+    status, code, api_code = 429, "busy", "rate_limit_exceeded"
 
     def __init__(self, message: str, retry_after: int) -> None:
         super().__init__(message)
         self.retry_after = retry_after
 
+    def http_headers(self) -> dict[str, str]:
+        return {"Retry-After": str(self.retry_after)}
+
 
 class TooManySequencesError(InvalidRequestError):
     """One request asks for more sequences than the queue can ever hold."""
 
+    param = "n"
+
 
 class SchedulerStoppedError(LLMChatError):
     """The scheduler is not running (shut down, or its thread failed)."""
+
+    status, code = 503, "stopped"
 
 
 @dataclass(frozen=True)

@@ -222,6 +222,10 @@ def _add_error_handlers(app: FastAPI) -> None:
     async def api_error(request: Request, exc: APIError) -> JSONResponse:
         return exc.response()
 
+    @app.exception_handler(LLMChatError)
+    async def refused(request: Request, exc: LLMChatError) -> JSONResponse:
+        return APIError.of(exc).response()  # its class says how to answer (llmchat.errors)
+
     @app.exception_handler(RequestValidationError)
     async def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
         return _validation_error(exc).response()

@@ -17,12 +17,11 @@ from starlette.concurrency import run_in_threadpool
 
 from ..chat.reply import Reply
 from ..chat.structured import ChatSetup
-from ..errors import (ChatTemplateError, FieldError, GrammarError, InvalidRequestError, LLMChatError,
-                      UnsupportedSchemaError)
+from ..errors import ChatTemplateError, FieldError, GrammarError, LLMChatError
 from ..protocol import MAX_SEQUENCES_PER_REQUEST, Completion, Counts, Piece, Request, read_request
 from ..grammar import Constraint
 from ..runtime.generation import FinishEvent, GenerationRequest, TokenEvent
-from ..runtime.scheduler import ErrorEvent, QueueFullError, Scheduler, SchedulerStoppedError, TooManySequencesError
+from ..runtime.scheduler import ErrorEvent, Scheduler, SchedulerStoppedError
 from .errors import APIError
 from .schemas import ChatCompletionRequest, CompletionRequest, RequestBody, unsupported_fields
 
@@ -66,10 +65,7 @@ def _read(body: RequestBody, model: ModelInfo) -> tuple[Request, dict[str, Any]]
         raise APIError(404, f"The model `{body.model}` does not exist; this server runs `{model.id}`",
                        param="model", code="model_not_found")
     fields = body.model_dump(exclude_none=True)
-    try:
-        return read_request(fields, chat=isinstance(body, ChatCompletionRequest), vocab_size=model.vocab_size), fields
-    except FieldError as exc:
-        raise APIError(400, str(exc), param=exc.param) from None
+    return read_request(fields, chat=isinstance(body, ChatCompletionRequest), vocab_size=model.vocab_size), fields
 
 
 def _check_fits(prompt_len: int, max_tokens: int | None, context: int, param: str) -> int:
@@ -125,7 +121,7 @@ async def _encode(encode: Callable[[Any], Any], what: Any, param: str) -> Any:
     except (FieldError, GrammarError):
         raise  # the caller names the structure field at fault
     except LLMChatError as exc:
-        raise APIError(400, str(exc), param=param) from None
+        raise APIError.of(exc, param=param) from None
 
 
 def _is_template_error(exc: BaseException) -> bool:
@@ -142,22 +138,15 @@ def _unrenderable(messages: Any) -> str:
             "expects, e.g. two system messages or no user message); check them against the model's chat format")
 
 
-def _structure_error(exc: LLMChatError, default_param: str) -> APIError:
-    """A malformed structured-output or tool field, or a schema that cannot be enforced: 400 naming it."""
-    if isinstance(exc, UnsupportedSchemaError):
-        return APIError(400, str(exc), param=default_param, code="unsupported_schema")
-    return APIError(400, str(exc), param=getattr(exc, "param", default_param))
-
-
 def generation_error(exc: BaseException, request: Request) -> APIError:
     """What a generation that failed after it started answers with: 503 when the scheduler stopped, 400 naming the
     structured-output field when the reply's grammar failed on the way (grew more ambiguous than a grammar may),
     500 otherwise."""
-    if isinstance(exc, SchedulerStoppedError):
-        return APIError(503, str(exc))
     if isinstance(exc, GrammarError):
         return APIError(400, f"the reply's grammar failed while the reply was written: {exc}",
                         param=next(iter(request.structure), "tools"))
+    if isinstance(exc, SchedulerStoppedError):
+        return APIError.of(exc)
     return APIError(500, f"generation failed: {exc}")
 
 
@@ -179,9 +168,9 @@ async def prepare_chat(body: ChatCompletionRequest, model: ModelInfo) -> Prepare
     chat_fields = request.chat_fields()
     try:
         setup = await _encode(lambda m: model.prepare_chat(m, **chat_fields), messages, "messages")
-    except (FieldError, GrammarError) as exc:
-        raise _structure_error(exc, "tools" if body.tools and body.response_format is None else "response_format"
-                               ) from None
+    except (FieldError, GrammarError) as exc:  # a structured-output or tool field: named, unless it names itself
+        raise APIError.of(exc, param="tools" if body.tools and body.response_format is None else "response_format"
+                          ) from None
     # What the template made of them (a template may add much text of its own) is bounded too before tokenizing.
     _check_text_length([setup.prompt], model, "messages")
     ids = await _encode(model.encode_chat, setup.prompt, "messages")
@@ -197,7 +186,7 @@ async def prepare_text(body: CompletionRequest, model: ModelInfo) -> Prepared:
     try:
         constraint = await run_in_threadpool(lambda: model.constraint(**request.structure))
     except (FieldError, GrammarError) as exc:
-        raise _structure_error(exc, "response_format") from None
+        raise APIError.of(exc, param="response_format") from None
     prompt = body.prompt
     if isinstance(prompt, str) or (prompt and isinstance(prompt[0], int)):
         prompt = [prompt]
@@ -243,17 +232,7 @@ class Run:
         def sink(index: int, event) -> None:  # runs on the scheduler thread
             loop.call_soon_threadsafe(self._events.put_nowait, (index, event))
 
-        try:
-            self._tickets = scheduler.submit(prepared.generations, sink)
-        except QueueFullError as exc:
-            raise APIError(429, str(exc), code="rate_limit_exceeded",
-                           headers={"Retry-After": str(exc.retry_after)}) from None
-        except SchedulerStoppedError as exc:
-            raise APIError(503, str(exc)) from None
-        except TooManySequencesError as exc:
-            raise APIError(400, str(exc), param="n") from None
-        except InvalidRequestError as exc:
-            raise APIError(400, str(exc)) from None
+        self._tickets = scheduler.submit(prepared.generations, sink)  # a refusal is answered as its class says
         self._open = len(prepared.generations)
 
     @property

@@ -11,6 +11,8 @@ from typing import Any
 from pydantic import BaseModel
 from starlette.responses import JSONResponse
 
+from ..errors import LLMChatError
+
 _TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error", 404: "not_found_error",
           413: "invalid_request_error", 416: "invalid_request_error", 422: "invalid_request_error",
           429: "rate_limit_error", 503: "server_error"}
@@ -40,6 +42,13 @@ class APIError(Exception):
         self.param = param
         self.code = code
         self.headers = headers or {}
+
+    @classmethod
+    def of(cls, exc: LLMChatError, *, param: str | None = None, message: str | None = None) -> APIError:
+        """The answer to one of llmchat's errors, as its class says (status, OpenAI code, field, headers);
+        `param` names the field where the error does not, `message` replaces its own."""
+        return cls(exc.status, str(exc) if message is None else message, param=exc.param or param,
+                   code=exc.api_code, headers=exc.http_headers())
 
     def body(self) -> dict[str, Any]:
         return error_body(self.status, self.message, param=self.param, code=self.code)
