@@ -124,7 +124,7 @@ export class Engine extends EventTarget {
     navigator.storage?.persist?.().catch(() => {}); // keep the model when the browser needs space (best effort)
     this.mode = "local";
     const integrity = this.options.integrity || null;
-    const context = this.options.context || 2048;
+    const context = this.options.context || null; // null: Python's default (llmchat.runtime.memory.context_size)
     const profile = this.options.profile || null;
     this.loadMessage = { type: "load", model: url, integrity, context, profile, tune: this.options.tune ?? null,
       pyodideURL: this.options.pyodideURL,

@@ -217,7 +217,7 @@ export class LLMChatElement extends HTMLElement {
     const engine = new Engine({
       model, endpoint, mode: this.getAttribute("mode") || "auto", integrity: this.getAttribute("integrity"),
       remoteModel: this.getAttribute("remote-model") || undefined,
-      context: this.#number("context-size", 2048), pyodideURL: this.getAttribute("pyodide-url") || undefined,
+      context: this.#number("context-size", null), pyodideURL: this.getAttribute("pyodide-url") || undefined,
       hubEndpoint: this.getAttribute("hub-endpoint") || undefined, profile: this.getAttribute("profile") || undefined,
       shared: this.getAttribute("shared") !== "false",
       tune: this.hasAttribute("tune") ? this.getAttribute("tune") !== "false" : undefined,

@@ -68,11 +68,12 @@ serve(self);
 
 // The first tab's load runs; a later one waits for it (hearing its progress) and gets the same info.
 function join(message, client) {
-  const asked = { model: message.model, context: message.context || 2048, profile: message.profile || null };
+  // context null: the default, which Python decides (llmchat.runtime.memory.context_size)
+  const asked = { model: message.model, context: message.context || null, profile: message.profile || null };
   if (loadedWith && JSON.stringify(asked) !== JSON.stringify(loadedWith)) {
     return report(new ModelError("engine-mismatch", `this engine runs ${loadedWith.model} (context ` +
-      `${loadedWith.context}, profile ${loadedWith.profile || "none"}), not ${asked.model} (context ` +
-      `${asked.context}, profile ${asked.profile || "none"})`), undefined, client);
+      `${loadedWith.context || "default"}, profile ${loadedWith.profile || "none"}), not ${asked.model} (context ` +
+      `${asked.context || "default"}, profile ${asked.profile || "none"})`), undefined, client);
   }
   listeners.add(client);
   if (!loading) {
@@ -105,7 +106,7 @@ async function handle(message, client) {
   }
 }
 
-async function load({ model, integrity, context = 2048, profile = null, tune = null, pyodideURL, distURL }) {
+async function load({ model, integrity, context = null, profile = null, tune = null, pyodideURL, distURL }) {
   const t0 = performance.now();
   post({ type: "status", text: "Checking WebGPU" });
   bridge = await requestGPU();
@@ -151,7 +152,9 @@ async function load({ model, integrity, context = 2048, profile = null, tune = n
     ({ py: pyodide, python } = await booting);
     runtime = pyodide.pyimport("llmchat.browser.runtime");
     // The profile's numbers live in Python (llmchat/gpu/profiles.py): only its name crosses.
-    plan = JSON.parse(await runtime.check.callPromising(store, bridge, context, budget, profile, shards.open));
+    // No context (null): undefined, which Python receives as None (null would arrive as pyodide's jsnull).
+    plan = JSON.parse(await runtime.check.callPromising(store, bridge, context ?? undefined, budget, profile,
+      shards.open));
     at("check_s");
   } catch (error) {
     store.cancel();

@@ -67,7 +67,7 @@ def _make_ahead() -> None:
 _make_ahead()
 
 
-def plan(gguf: GGUFFile, info: AdapterInfo, context: int, gpu_budget: int = 0) -> dict:
+def plan(gguf: GGUFFile, info: AdapterInfo, context: int | None, gpu_budget: int = 0) -> dict:
     """What the model needs on this adapter, in bytes (llmchat.runtime.memory's plan, from the header alone, so it runs
     before a single weight is downloaded); ModelTooLargeError/UnsupportedModelError if it cannot run.
 
@@ -94,7 +94,7 @@ def open_model(store, open_shard=None) -> GGUFFile:
     return open_gguf(BrowserSource(store), opener=opener)
 
 
-def check(store, bridge, context: int, gpu_budget: int, profile: str | None = None, open_shard=None) -> str:
+def check(store, bridge, context: int | None, gpu_budget: int, profile: str | None = None, open_shard=None) -> str:
     """Parse the header (Range reads, no weights) and judge the model on this adapter, capped by the device
     `profile` the page named (llmchat.gpu.profiles; its GPU memory budget counts with `gpu_budget`). Returns the
     plan as JSON."""

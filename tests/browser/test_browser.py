@@ -707,8 +707,10 @@ def test_gemma3_answers_through_the_element_like_the_native_engine(launch_profil
     context.close()
 
 
-def _tiny_model_like_native(page, tmp_path, name: str, **params) -> None:
-    """A tiny random model through the JS API gives the same greedy tokens as the native engine."""
+def _tiny_model_like_native(page, tmp_path, name: str, context: int | None = 128, **params) -> None:
+    """A tiny random model through the JS API gives the same greedy tokens as the native engine; the engine's
+    context is `context`, or when the page names none, Python's default for the model (its trained length, the
+    tiny models' 512, being under 2048)."""
     from llmchat.api import LLM
     from model_factory import write_model
     models = tmp_path / "models"
@@ -721,25 +723,26 @@ def _tiny_model_like_native(page, tmp_path, name: str, **params) -> None:
     with WebServer(WEB, models) as srv:
         srv.pages["/tiny.html"] = """<!doctype html><script type="module">
           import { createEngine } from "/llm-chat.js";
-          const engine = await createEngine({ model: "/models/%s.gguf", context: 128 });
+          const engine = await createEngine({ model: "/models/%s.gguf"%s });
           const ids = [];
           for await (const chunk of await engine.completions.create(
               { prompt: %s, max_tokens: 6, stream: true, ignore_eos: true })) {
             if (chunk.llmchat?.token != null) ids.push(chunk.llmchat.token);
           }
           window.result = { ids, info: engine.info };
-        </script>""" % (name, json.dumps(prompt))
+        </script>""" % (name, f", context: {context}" if context else "", json.dumps(prompt))
         page.goto(f"{srv.url}/tiny.html")
         page.wait_for_function("window.result")
         result = page.evaluate("window.result")
     assert result["info"]["arch"] == params["arch"]
+    assert result["info"]["context"] == (context or params.get("context_length", 512))
     assert result["ids"] == want
 
 
 def test_a_qwen3_shaped_model_runs_in_the_browser_like_the_native_engine(page, tmp_path):
     """A tiny random Qwen3 (q/k norms, NeoX RoPE, heads wider than n_embd / n_head)."""
-    _tiny_model_like_native(page, tmp_path, "tiny-qwen3", arch="qwen3", n_layer=2, n_embd=64, n_head=4,
-                            n_kv_head=2, head_dim=32, seed=3, tied=False)  # an output matrix of its own
+    _tiny_model_like_native(page, tmp_path, "tiny-qwen3", context=None, arch="qwen3", n_layer=2, n_embd=64,
+                            n_head=4, n_kv_head=2, head_dim=32, seed=3, tied=False)  # an output matrix of its own
 
 
 def test_a_hybrid_lfm2_runs_in_the_browser_like_the_native_engine(page, tmp_path):
