@@ -5,12 +5,13 @@
 // tests/data/hub_references.json holds both to the same answers. The short form asks the hub for the repository's
 // file list first (one small JSON request).
 
+import { shardName, shardNumber } from "./shards.js";
+
 export const HUB_ENDPOINT = "https://huggingface.co";
 const DEFAULT_QUANT = "Q4_K_M";
 const NAME = "[A-Za-z0-9][A-Za-z0-9._-]*";
 const SHORT = new RegExp(`^(${NAME}/${NAME})(?::(${NAME}))?$`);
 const HF_URI = new RegExp(`^(${NAME}/${NAME})(?:@([^/:@]+))?(?:/(.+)|:(${NAME}))?$`);
-const SHARD = /^(.*)-(\d{5})-of-(\d{5})\.gguf$/;
 const USAGE = "write hf://ORG/REPO/FILE.gguf (optionally @REVISION) or hf://ORG/REPO:QUANT";
 
 export class HubError extends Error {
@@ -63,15 +64,10 @@ export function hubFileURL(ref, path, endpoint = HUB_ENDPOINT) {
     path.split("/").map(quote).join("/");
 }
 
-function shardName(path, index, count) {
-  const m = SHARD.exec(path);
-  return `${m[1]}-${String(index + 1).padStart(5, "0")}-of-${String(count).padStart(5, "0")}.gguf`;
-}
-
 function namedFiles(file) {
-  const m = SHARD.exec(file);
-  if (!m) return [file];
-  return Array.from({ length: Number(m[3]) }, (_, i) => shardName(file, i, Number(m[3])));
+  const shard = shardNumber(file);
+  if (!shard) return [file];
+  return Array.from({ length: shard[1] }, (_, i) => shardName(file, i, shard[1]));
 }
 
 function models(paths) {
@@ -79,9 +75,9 @@ function models(paths) {
   for (const path of paths) {
     const base = path.split("/").pop().toLowerCase();
     if (!base.endsWith(".gguf") || base.includes("mmproj")) continue;
-    const m = SHARD.exec(path);
-    const count = m ? Number(m[3]) : 1;
-    const key = m ? shardName(path, 0, count) : path;
+    const shard = shardNumber(path);
+    const count = shard ? shard[1] : 1;
+    const key = shard ? shardName(path, 0, count) : path;
     if (!found.has(key)) found.set(key, { files: [], count });
     found.get(key).files.push(path);
   }

@@ -12,6 +12,7 @@
 // Until the file is complete, reads the loader makes beyond the downloaded part go to the network as Range
 // requests: that is how the header is parsed and the model judged before any weights are fetched.
 
+import { shardName, shardNumber } from "./shards.js";
 import { Sha256 } from "./sha256.js";
 
 const DIR = "llmchat-models";
@@ -472,7 +473,6 @@ async function quotaError(size, need, url, estimate = null) {
 
 // -- Managing stored models from a page (no engine or worker needed) ------------------------------------------------
 
-const SHARD = /^(.*)-(\d{5})-of-(\d{5})\.gguf$/; // gguf-split's names, as core/gguf.py reads them
 
 async function modelsDir(create = false) {
   return folder(DIR, create);
@@ -556,10 +556,10 @@ export async function listModels() {
   for (const file of await storedFiles()) {
     const meta = file.meta;
     const url = meta?.url ?? null;
-    const shard = url && SHARD.exec(new URL(url).pathname);
-    const id = shard ? url.replace(/-\d{5}-of-(\d{5})\.gguf(?=$|[?#])/, "-00001-of-$1.gguf") : url ?? file.key;
+    const shard = url && shardNumber(url);
+    const id = shard ? shardName(url, 0, shard[1]) : url ?? file.key; // a split model: under its first shard
     const group = groups.get(id) ?? { url: id, size: 0, stored: 0, date: 0, complete: true, files: [], sha256: [],
-      count: shard ? Number(shard[3]) : 1 };
+      count: shard ? shard[1] : 1 };
     group.size += meta?.size ?? 0;
     group.stored += file.busy ? meta?.have ?? 0 : file.bytes;
     group.date = Math.max(group.date, file.modified ?? 0);

@@ -12,7 +12,7 @@
 const SHELL_CACHE = "llmchat-shell-v1";
 const DIST_PREFIX = "llmchat-dist-";
 const SHELL = ["./", "index.html", "llm-chat.js", "engine.js", "engine-link.js", "worker.js", "python.js", "gpu.js",
-  "model-store.js", "sha256.js", "hub.js", "adapter.js", "markdown.js", "chat-store.js", "manifest.webmanifest",
+  "model-store.js", "shards.js", "sha256.js", "hub.js", "adapter.js", "markdown.js", "chat-store.js", "manifest.webmanifest",
   "icon.svg"];
 const DIST = new URL("dist/", self.registration.scope).href;
 

@@ -32,6 +32,7 @@
 import { isSoftwareAdapter } from "./adapter.js";
 import { requestGPU } from "./gpu.js";
 import { ModelError, ModelStore, chatsDir, checkQuota, sha256Hex, storageName } from "./model-store.js";
+import { shardNumber } from "./shards.js";
 import { SERVED_SNAPSHOT, SNAPSHOT_FILE, bootAndSnapshot, installWheels, requiredWheels, snapshotTag }
   from "./python.js";
 
@@ -302,8 +303,8 @@ const shards = {
   integrity(url, integrity) {
     const hashes = (integrity || "").trim().split(/\s+/).filter(Boolean);
     if (hashes.length < 2) return integrity;
-    const match = /-(\d{5})-of-\d{5}\.gguf$/.exec(new URL(url, self.location.href).pathname);
-    return hashes[match ? Number(match[1]) - 1 : 0] ?? null;
+    const shard = shardNumber(new URL(url, self.location.href).href);
+    return hashes[shard ? shard[0] - 1 : 0] ?? null;
   },
   totals(phase) {
     const files = this.all();

@@ -1,11 +1,18 @@
-"""Rules the browser code takes from Python rather than repeating: the context default (Python's
-llmchat.runtime.memory.context_size: 2048, or the model's trained length when shorter) is never written in web/, so
-a page that names no context gets Python's rule."""
+"""Rules the browser code takes from Python, or keeps in one module of its own, rather than repeating: the context
+default (Python's llmchat.runtime.memory.context_size: 2048, or the model's trained length when shorter) is never
+written in web/, so a page that names no context gets Python's rule; gguf-split's shard names are read by
+web/shards.js alone, as core/gguf/file.py reads them."""
 from __future__ import annotations
 
+import json
 import re
+import shutil
+import subprocess
 from pathlib import Path
 
+import pytest
+
+from llmchat.gguf.file import shard_name, shard_number
 from llmchat.runtime.memory import DEFAULT_CONTEXT
 
 WEB = Path(__file__).resolve().parents[2] / "web"
@@ -15,3 +22,28 @@ def test_the_context_default_is_pythons_alone():
     for path in sorted(WEB.glob("*.js")) + sorted(WEB.glob("*.html")):
         text = path.read_text(encoding="utf-8")
         assert not re.search(rf"\b{DEFAULT_CONTEXT}\b", text), f"{path.name} repeats the context default"
+
+
+SHARD_CASES = ["m-00001-of-00003.gguf", "dir/big-Q4_K_M-00002-of-00002.gguf", "plain.gguf", "m-1-of-3.gguf",
+               "https://cdn.example/a/m-00003-of-00010.gguf?x=1#f", "https://cdn.example/a/plain.gguf",
+               "m-00001-of-00003.gguf.part", "/models/SmolLM2-135M-Instruct.Q4_1.gguf"]
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
+def test_shard_names_are_read_as_python_reads_them():
+    """web/shards.js, the browser's one reading of gguf-split's names, gives core/gguf/file.py's answers."""
+    script = ("import { shardName, shardNumber } from %s;\n"
+              "const cases = %s;\n"
+              "console.log(JSON.stringify(cases.map((c) => [shardNumber(c), shardName(c, 1, 7)])));"
+              % (json.dumps((WEB / "shards.js").as_uri()), json.dumps(SHARD_CASES)))
+    out = subprocess.run(["node", "--input-type=module", "-e", script], capture_output=True, text=True, timeout=60,
+                         check=True).stdout
+    want = [[list(n) if (n := shard_number(c)) else None, shard_name(c, 1, 7)] for c in SHARD_CASES]
+    assert json.loads(out) == want
+
+
+def test_the_shard_pattern_is_written_once_in_the_browser_code():
+    # The pattern's pieces: its five digits (`\d{5}`), or a name built with "-of-" around a number.
+    writing = [p.name for p in WEB.glob("*.js")
+               if re.search(r"\\d\{5\}|-of-\$\{", p.read_text(encoding="utf-8"))]
+    assert writing == ["shards.js"]
