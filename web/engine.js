@@ -24,7 +24,7 @@ import { connect } from "./engine-link.js";
 import { resolveModelURL } from "./hub.js";
 
 // Managing the models this site stored (list, check, delete, space left): plain OPFS calls, no engine needed.
-export { deleteConversations, deleteModel, hasModel, listModels, storageEstimate } from "./model-store.js";
+export { deleteConversations, deleteModel, hasModel, listModels, storageEstimate } from "./stored-models.js";
 
 const here = (path) => new URL(path, import.meta.url).href;
 

@@ -22,79 +22,15 @@
 // is never inserted as HTML: Markdown is built into DOM nodes by web/markdown.js, or shown as plain text with
 // render="text".
 
-import { Engine, createEngine, deleteConversations, deleteModel, hasModel, listModels, probeWebGPU,
-  storageEstimate } from "./engine.js";
+import { Engine } from "./engine.js";
 import { conversationKey, loadConversation, saveConversation } from "./chat-store.js";
+import { copyText } from "./clipboard.js";
+import { STYLE } from "./llm-chat-style.js";
 import { MarkdownView } from "./markdown.js";
+import { mib, storagePanel } from "./storage-panel.js";
 
-export { Engine, createEngine, deleteConversations, deleteModel, hasModel, listModels, probeWebGPU, storageEstimate };
-
-const STYLE = `
-:host {
-  display: block;
-  font: var(--llm-chat-font, 15px/1.45 system-ui, sans-serif);
-  color: var(--llm-chat-fg, #1d1d1f);
-  background: var(--llm-chat-bg, #fff);
-  border: var(--llm-chat-border, 1px solid #d0d0d7);
-  border-radius: var(--llm-chat-radius, 12px);
-  overflow: hidden;
-}
-:host([hidden]) { display: none; }
-.container { display: flex; flex-direction: column; height: var(--llm-chat-height, 28rem); }
-.status { padding: .5rem .8rem; font-size: .85em; color: var(--llm-chat-muted, #5f5f6b);
-  border-bottom: 1px solid var(--llm-chat-rule, #ececf1); }
-.status[data-state="error"] { color: var(--llm-chat-error, #b00020); }
-progress { width: 100%; height: .35rem; display: block; accent-color: var(--llm-chat-accent, #3b5bdb); }
-progress[hidden] { display: none; }
-.warning { padding: .4rem .8rem; font-size: .85em; background: var(--llm-chat-warning-bg, #fff4d6); }
-.warning[hidden] { display: none; }
-.log { flex: 1; overflow-y: auto; margin: 0; padding: .8rem; list-style: none; display: flex;
-  flex-direction: column; gap: .6rem; }
-.message { max-width: 85%; padding: .5rem .75rem; border-radius: var(--llm-chat-bubble-radius, 10px);
-  white-space: pre-wrap; overflow-wrap: anywhere; }
-.user { align-self: flex-end; background: var(--llm-chat-user-bg, #3b5bdb); color: var(--llm-chat-user-fg, #fff); }
-.assistant { align-self: flex-start; background: var(--llm-chat-assistant-bg, #f1f1f5); }
-.message .note { display: block; margin-top: .3rem; font-size: .8em; font-style: italic; white-space: normal;
-  color: var(--llm-chat-muted, #5f5f6b); }
-.reasoning, .tool { align-self: flex-start; font-size: .85em; color: var(--llm-chat-muted, #5f5f6b);
-  background: var(--llm-chat-aside-bg, #fafafc); border: 1px dashed var(--llm-chat-rule, #d0d0d7); }
-form { display: flex; gap: .5rem; padding: .6rem; border-top: 1px solid var(--llm-chat-rule, #ececf1); }
-textarea { flex: 1; resize: none; font: inherit; padding: .45rem .6rem; border-radius: 8px;
-  border: 1px solid var(--llm-chat-rule, #c9c9d3); min-height: 2.4rem; }
-button { font: inherit; padding: 0 1rem; border-radius: 8px; border: 0; cursor: pointer;
-  background: var(--llm-chat-accent, #3b5bdb); color: var(--llm-chat-accent-fg, #fff); }
-button[hidden] { display: none; }
-button:disabled { opacity: .5; cursor: default; }
-button.stop { background: var(--llm-chat-stop-bg, #6b6b76); }
-:focus-visible { outline: 2px solid var(--llm-chat-accent, #3b5bdb); outline-offset: 2px; }
-.body.md { white-space: normal; display: block; }
-.md > :first-child { margin-top: 0; }
-.md > :last-child { margin-bottom: 0; }
-.md p, .md ul, .md ol, .md blockquote, .md .code-block, .md .table-wrap { margin: .45em 0; }
-.md ul, .md ol { padding-left: 1.4em; }
-.md blockquote { border-left: 3px solid var(--llm-chat-rule, #d0d0d7); padding-left: .6em; margin-left: 0; }
-.md code { font: .9em/1.4 var(--llm-chat-mono, ui-monospace, monospace); background: var(--llm-chat-code-bg, #e6e6ee);
-  padding: 0 .25em; border-radius: 4px; }
-.md pre { margin: 0; padding: .5em .6em; overflow-x: auto; white-space: pre; }
-.md pre code { background: none; padding: 0; }
-.code-block { background: var(--llm-chat-code-bg, #e6e6ee); border-radius: 6px; }
-.code-bar { display: flex; justify-content: space-between; align-items: center; font-size: .8em;
-  padding: .15em .4em .15em .6em; color: var(--llm-chat-muted, #5f5f6b); }
-.table-wrap { overflow-x: auto; }
-.md table { border-collapse: collapse; }
-.md th, .md td { border: 1px solid var(--llm-chat-rule, #d0d0d7); padding: .2em .5em; }
-.md a { color: var(--llm-chat-link, #1f4fd1); }
-.message .actions { display: flex; gap: .3rem; margin-top: .3rem; white-space: normal; }
-.actions button, .code-bar button, .editing button, .storage button { font-size: .78em; padding: .1rem .5rem;
-  background: transparent; color: inherit; border: 1px solid currentColor; opacity: .75; }
-.log[aria-busy="true"] .regenerate, .log[aria-busy="true"] .edit, .log > li:not(:last-child) .regenerate { display: none; }
-.editing textarea { width: 100%; box-sizing: border-box; color: var(--llm-chat-fg, #1d1d1f); }
-.storage { padding: .5rem .8rem; font-size: .85em; border-bottom: 1px solid var(--llm-chat-rule, #ececf1); }
-.storage[hidden] { display: none; }
-.storage ul { margin: .3rem 0; padding-left: 1.1rem; }
-.storage li { margin: .15rem 0; }
-.visually-hidden { position: absolute; width: 1px; height: 1px; overflow: hidden; clip-path: inset(50%); }
-`;
+export { Engine, createEngine, deleteConversations, deleteModel, hasModel, listModels, probeWebGPU, storageEstimate }
+  from "./engine.js";
 
 let instances = 0;
 
@@ -293,62 +229,15 @@ export class LLMChatElement extends HTMLElement {
   // download runs out of space. After a deletion, "Try again" starts the model's load over.
   async showStorage() {
     const box = this.$(".storage");
-    const [models, estimate] = await Promise.all([listModels(), storageEstimate()]);
-    const title = document.createElement("p");
-    title.textContent = `Stored models: ${mib(estimate.models)}` + (estimate.quota !== null ?
-      `; this site may store ${mib(estimate.free)} more (of ${mib(estimate.quota)}).` : ".");
-    const list = document.createElement("ul");
-    for (const model of models) {
-      const item = document.createElement("li");
-      const name = model.url.split("/").pop();
-      item.textContent = `${name}: ${mib(model.stored)}${model.partial ? ` of ${mib(model.size)} (partial download)` :
-        ""}${model.date ? `, ${model.date.slice(0, 10)}` : ""} `;
-      item.title = model.url;
-      const remove = document.createElement("button");
-      remove.type = "button";
-      remove.className = "delete-model";
-      remove.textContent = "Delete";
-      remove.setAttribute("aria-label", `Delete ${name}`);
-      remove.addEventListener("click", async () => {
-        remove.disabled = true;
-        try {
-          await deleteModel(model.url);
-        } catch (error) {
-          this.#warn(error.message);
-        }
-        this.showStorage();
-      });
-      item.append(remove);
-      list.append(item);
-    }
-    if (!models.length) list.textContent = "None.";
-    const parts = [title, list];
-    if (estimate.conversations) { // KV caches of kept conversations: computed again when needed, so they may go
-      const line = document.createElement("p");
-      line.textContent = `Kept conversation caches: ${mib(estimate.conversations)} `;
-      const remove = document.createElement("button");
-      remove.type = "button";
-      remove.className = "delete-conversations";
-      remove.textContent = "Delete";
-      remove.setAttribute("aria-label", "Delete the kept conversation caches (the conversations stay)");
-      remove.addEventListener("click", async () => {
-        remove.disabled = true;
-        await deleteConversations();
-        this.showStorage();
-      });
-      line.append(remove);
-      parts.push(line);
-    }
-    const retry = document.createElement("button");
-    retry.type = "button";
-    retry.className = "retry";
-    retry.textContent = "Try again";
-    retry.addEventListener("click", () => {
-      this.engine?.terminate();
-      this.engine = null;
-      this.#start();
-    });
-    box.replaceChildren(...parts, retry);
+    box.replaceChildren(...await storagePanel({
+      warn: (message) => this.#warn(message),
+      changed: () => this.showStorage(),
+      retry: () => {
+        this.engine?.terminate();
+        this.engine = null;
+        this.#start();
+      },
+    }));
     box.hidden = false;
   }
 
@@ -607,10 +496,11 @@ export class LLMChatElement extends HTMLElement {
     const markdown = role === "assistant" && this.getAttribute("render") !== "text";
     const body = document.createElement(markdown ? "div" : "span");
     body.className = markdown ? "body md" : "body";
-    if (markdown) body.view = new MarkdownView(body, { copy: (code, button) => this.#copy(code, button) });
+    const copy = (what, button) => copyText(this.shadowRoot, what, button);
+    if (markdown) body.view = new MarkdownView(body, { copy });
     item.append(label, body);
     if (role === "assistant") {
-      item.append(this.#actions(["Copy", "copy", () => this.#copy(item.text, item.querySelector(".copy"))],
+      item.append(this.#actions(["Copy", "copy", () => copy(item.text, item.querySelector(".copy"))],
         ["Regenerate", "regenerate", () => this.regenerate()]));
     }
     if (role === "user" && index !== null) item.append(this.#actions(["Edit", "edit", () => this.#editing(item)]));
@@ -665,29 +555,6 @@ export class LLMChatElement extends HTMLElement {
   }
 
   // Copy text to the clipboard; where the Clipboard API is missing or refused, through a selected text box.
-  async #copy(text, button) {
-    let ok = false;
-    try {
-      await navigator.clipboard.writeText(text);
-      ok = true;
-    } catch {
-      const area = document.createElement("textarea");
-      area.value = text;
-      area.setAttribute("readonly", "");
-      area.style.cssText = "position: fixed; opacity: 0; pointer-events: none;";
-      this.shadowRoot.append(area);
-      area.select();
-      try { ok = document.execCommand("copy"); } catch { ok = false; }
-      area.remove();
-    }
-    if (button) {
-      const label = button.textContent;
-      button.textContent = ok ? "Copied" : "Copy failed";
-      setTimeout(() => { button.textContent = label; }, 1500);
-    }
-    return ok;
-  }
-
   #busy(busy) {
     this.busy = busy;
     this.$(".send").disabled = busy;
@@ -709,10 +576,6 @@ export class LLMChatElement extends HTMLElement {
   #fire(type, detail) {
     this.dispatchEvent(new CustomEvent(type, { detail, bubbles: true, composed: true }));
   }
-}
-
-function mib(bytes) {
-  return `${(bytes / 2 ** 20).toFixed(1)} MiB`;
 }
 
 if (!customElements.get("llm-chat")) customElements.define("llm-chat", LLMChatElement);

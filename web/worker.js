@@ -31,7 +31,8 @@
 
 import { isSoftwareAdapter } from "./adapter.js";
 import { requestGPU } from "./gpu.js";
-import { ModelError, ModelStore, chatsDir, checkQuota, sha256Hex, storageName } from "./model-store.js";
+import { ModelError, ModelStore, checkQuota, sha256Hex, storageName } from "./model-store.js";
+import { chatsDir } from "./stored-models.js";
 import { shardNumber } from "./shards.js";
 import { SERVED_SNAPSHOT, SNAPSHOT_FILE, bootAndSnapshot, installWheels, requiredWheels, snapshotTag }
   from "./python.js";
@@ -449,7 +450,7 @@ async function chat({ id, request }, client) {
   }
 }
 
-// Conversations kept for a later visit (requests with prompt_cache_key): one file each (model-store.js's chatsDir),
+// Conversations kept for a later visit (requests with prompt_cache_key): one file each (stored-models.js's chatsDir),
 // named by the key's digest. Python restores and saves them (runtime.py's _KeptChat; the format is chat_cache.py's).
 
 // {handle, identity, error}: the key's file opened for synchronous access (created empty when new), or why not

@@ -47,3 +47,18 @@ def test_the_shard_pattern_is_written_once_in_the_browser_code():
     writing = [p.name for p in WEB.glob("*.js")
                if re.search(r"\\d\{5\}|-of-\$\{", p.read_text(encoding="utf-8"))]
     assert writing == ["shards.js"]
+
+
+def test_no_web_module_is_over_600_lines():
+    long = {p.name: n for p in WEB.glob("*.js") if (n := len(p.read_text(encoding="utf-8").splitlines())) > 600}
+    assert not long, long
+
+
+def test_the_offline_shell_holds_every_module_the_pages_import():
+    """The service worker's app shell (sw.js SHELL) lists every module another imports, so a second visit works
+    offline."""
+    shell = set(re.findall(r'"([\w.-]+)"', re.search(r"const SHELL = \[(.*?)\];", (WEB / "sw.js").read_text(),
+                                                      re.S)[1]))
+    imported = {name for p in WEB.glob("*.js")
+                for name in re.findall(r'from "\./([\w.-]+\.js)"', p.read_text(encoding="utf-8"))}
+    assert imported and imported <= shell, imported - shell
