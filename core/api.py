@@ -29,6 +29,7 @@ from .runtime.generation import FinishEvent, Generation, GenerationRequest
 from .runtime.memory import MemoryPlan, default_plan
 from .runtime.runtime import LoadOptions, Runtime
 from .runtime.sampler import SamplingParams
+from .serving.scheduler import Scheduler
 
 
 @dataclass
@@ -63,6 +64,11 @@ class LLM(Runtime):
         """Load `path` (see LoadOptions for the options) on `device` (default: the best adapter)."""
         super().__init__(path, LoadOptions(**options), device)
         self.conversation = self.chat_session()
+
+    def scheduler(self, **options) -> Scheduler:
+        """Continuous batching over this model: many sequences at once, as the server runs them (llmchat.serving;
+        `options` are Scheduler's)."""
+        return Scheduler(self.engine, self.tokenizer, **options)
 
     # -- scoring -------------------------------------------------------------------------------------------------
     def logits(self, prompt: str) -> tuple[list[int], list[float]]:

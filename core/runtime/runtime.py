@@ -1,6 +1,6 @@
 """A model loaded once onto a device: its file, tokenizer, chat template, memory plan, weights, tuned kernels and
 engine, with the methods its users need (prompts to ids, prefill, reports, warm-up, batching, a conversation's
-cache). Completions and chats are sessions over it (llmchat.api); the server batches over it with `scheduler`.
+cache). Completions and chats are sessions over it (llmchat.api); the server batches over it with llmchat.serving's scheduler.
 
 Loading is a few steps, in the order each needs the last: the file (and what its header names), the device, the
 memory plan (which refuses what cannot fit before anything is allocated), the weights, the kernel tuning (before any
@@ -32,7 +32,6 @@ from .conversation import ChatSession
 from .engine import Engine, Feed
 from .generation import Generation, GenerationRequest
 from .memory import check_context, plan_memory, step_bucket
-from .scheduler import Scheduler
 
 
 @dataclass(frozen=True)
@@ -170,10 +169,6 @@ class Runtime:
     def chat_session(self) -> ChatSession:
         """A conversation's KV cache, continued turn after turn (see ChatSession)."""
         return ChatSession(self.engine.kv, self.gguf)
-
-    def scheduler(self, **options) -> Scheduler:
-        """Continuous batching over this model (llmchat.runtime.scheduler; `options` are Scheduler's)."""
-        return Scheduler(self.engine, self.tokenizer, **options)
 
     # -- programs and reports ------------------------------------------------------------------------------------
     def warm_up(self, tokens: int = 1, *, wait: bool = True) -> None:

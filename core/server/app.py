@@ -33,7 +33,7 @@ from .completions import Answer, ModelInfo, Prepared, Run, generation_error, pre
 from .errors import ERROR_RESPONSES, GENERATION_RESPONSES, APIError, error_body, json_response
 from .guard import DEFAULT_MAX_BODY, BodyTooLargeError, HostPolicy, RequestGuard
 from .middleware import APIKeyMiddleware, RequestMetricsMiddleware
-from ..runtime.scheduler import Scheduler
+from ..serving.scheduler import Scheduler
 from .schemas import ChatCompletionRequest, CompletionRequest
 from .sse import EventStream
 from .static import FileResponse, folder_page, safe_path

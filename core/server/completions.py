@@ -21,7 +21,7 @@ from ..errors import ChatTemplateError, FieldError, GrammarError, LLMChatError
 from ..protocol import MAX_SEQUENCES_PER_REQUEST, Completion, Counts, Piece, Request, read_request
 from ..grammar import Constraint
 from ..runtime.generation import FinishEvent, GenerationRequest, TokenEvent
-from ..runtime.scheduler import ErrorEvent, Scheduler, SchedulerStoppedError
+from ..serving.scheduler import ErrorEvent, Scheduler, SchedulerStoppedError
 from .errors import APIError
 from .schemas import ChatCompletionRequest, CompletionRequest, RequestBody, unsupported_fields
 

@@ -11,7 +11,7 @@ import json
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .errors import error_body
-from ..runtime.metrics import Metrics
+from ..serving.metrics import Metrics
 
 API_PREFIX = "/v1/"
 

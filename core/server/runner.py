@@ -19,7 +19,8 @@ from .completions import ModelInfo
 from .connections import FLUSH_MARGIN_S, GracefulServer, header_timeout_protocol, listening_socket
 from .guard import DEFAULT_MAX_BODY, HostPolicy
 from ..runtime.memory import MemoryPlan
-from ..runtime.metrics import Metrics
+from ..serving.metrics import Metrics
+from ..serving.scheduler import Scheduler
 from ..chat.structured import structured_constraint
 
 
@@ -144,7 +145,7 @@ def _serve(config: ServeConfig, sock: socket.socket) -> None:
             batch_why = "fewer than the default, to fit the GPU memory budget"
     for line in memory_lines(llm.plan, max_batch, cache_entries, batch_why):
         print(line, file=sys.stderr)
-    scheduler = llm.scheduler(max_batch=max_batch, max_queue=config.max_queue, prefill_chunk=config.prefill_chunk,
+    scheduler = Scheduler(llm.engine, llm.tokenizer, max_batch=max_batch, max_queue=config.max_queue, prefill_chunk=config.prefill_chunk,
                               cache_entries=cache_entries, metrics=Metrics())
     local = not path.startswith(("http://", "https://"))
     # Not resolve(): a Hugging Face cache file is a link whose target is named by its hash; /models/NAME should
@@ -169,7 +170,8 @@ def _serve(config: ServeConfig, sock: socket.socket) -> None:
               "model in the browser; build it with `make web` (needs node and npm)", file=sys.stderr, flush=True)
     info = model_info(llm, config.model, path)
     app = create_app(scheduler, info, options)
-    logging.getLogger("llmchat.server").setLevel(config.log_level.upper())
+    for name in ("llmchat.server", "llmchat.serving"):  # the routes' log, and the scheduler's
+        logging.getLogger(name).setLevel(config.log_level.upper())
     scheduler.start()
     at_once = f"{max_batch} {'sequence' if max_batch == 1 else 'sequences'} at once"
     base = f"http://{config.host}:{config.port}"

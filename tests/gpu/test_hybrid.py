@@ -19,7 +19,7 @@ from llmchat.gguf.file import open_gguf
 from llmchat.runtime.memory import DEFAULT_ADAPTER, plan_memory
 from llmchat.models import config_from_metadata
 from llmchat.runtime.sampler import SamplingParams
-from llmchat.runtime.prefix_cache import PrefixCache
+from llmchat.serving.prefix_cache import PrefixCache
 from model_factory import oracle_params, write_model
 
 pytestmark = pytest.mark.gpu

@@ -11,7 +11,7 @@ from llmchat.api import LLM
 from llmchat.errors import InvalidRequestError
 from llmchat.runtime.sampler import SamplingParams
 from llmchat.runtime.generation import FinishEvent, GenerationRequest, TokenEvent
-from llmchat.runtime.scheduler import ErrorEvent, QueueFullError, Scheduler, SchedulerStoppedError
+from llmchat.serving.scheduler import ErrorEvent, QueueFullError, Scheduler, SchedulerStoppedError
 from model_factory import write_model
 from gpu_util import adapter_gpu  # noqa: F401 (a fixture)
 

@@ -25,6 +25,7 @@ LAYERS = (
     {"models"},
     {"chat"},
     {"runtime"},
+    {"serving"},
     {"hub"},
     {"protocol"},
     {"api"},

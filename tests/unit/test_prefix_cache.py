@@ -1,4 +1,4 @@
-"""The prefix cache's bookkeeping over the paged KV cache (llmchat.runtime.prefix_cache), and the serving metrics'
+"""The prefix cache's bookkeeping over the paged KV cache (llmchat.serving.prefix_cache), and the serving metrics'
 text format, on a device stub: no GPU."""
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from types import SimpleNamespace
 
 from llmchat.gpu.kvlayout import BLOCK_TOKENS
 from llmchat.runtime.kv_cache import KVCache
-from llmchat.runtime.metrics import Metrics
-from llmchat.runtime.prefix_cache import PrefixCache, common_prefix
+from llmchat.serving.metrics import Metrics
+from llmchat.serving.prefix_cache import PrefixCache, common_prefix
 
 class _Device:
     """Enough of a Device for KVCache's bookkeeping: buffers are placeholders, writes are dropped."""

@@ -26,7 +26,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from ..gpu.kvlayout import BLOCK_TOKENS
-from .kv_cache import KVCache, common_prefix
+from ..runtime.kv_cache import KVCache, common_prefix
 
 
 @dataclass(frozen=True)

@@ -22,16 +22,16 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from . import generation
-from .engine import Engine
+from ..runtime import generation
+from ..runtime.engine import Engine
 from ..errors import GrammarError, InvalidRequestError, LLMChatError
-from .generation import FinishEvent, GenerationRequest, TokenEvent
+from ..runtime.generation import FinishEvent, GenerationRequest, TokenEvent
 from ..gpu.kvlayout import BLOCK_TOKENS
 from ..tokenizer.tokenizer import Tokenizer
 from .metrics import Metrics
 from .prefix_cache import PrefixCache
 
-log = logging.getLogger("llmchat.server")
+log = logging.getLogger("llmchat.serving")
 RATE_WINDOW_S = 10.0  # the decode rate behind Retry-After is measured over this many seconds of steps
 
 
