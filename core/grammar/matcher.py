@@ -9,10 +9,21 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from .grammar import Grammar
+
+class Grammar(Protocol):
+    """What a state needs of its grammar (grammar.Grammar is the one there is): per element of the flattened
+    rules, the bytes it accepts (`byte_sets`, a 256-bit mask) or the special token it is (`tokens`, -1 if none);
+    `step`, which adds to `out` the stacks a parse stack moves to; `intern`, the one State of a set of stacks."""
+
+    byte_sets: Sequence[int]
+    tokens: Sequence[int]
+
+    def step(self, stack: tuple[int, ...], out: set) -> None: ...
+
+    def intern(self, stacks: frozenset) -> State: ...
+
 
 UNSET = object()  # a transition not computed yet (None: computed, and the symbol is rejected)
 
