@@ -205,14 +205,14 @@ def resolve(model: str, *, verify: bool = False) -> str:
         return str(path)
     if path.exists():
         raise ModelNotFoundError(f"{model!r} is not a regular file (a GGUF model file was expected)")
-    ref = parse_reference(model)
+    ref = parse_reference(model)  # read once: what follows is given the parsed reference or entry
     if ref is not None:
-        return _browser_url(ref) if sys.platform == "emscripten" else str(pull(model, verify=verify))
+        return _browser_url(ref) if sys.platform == "emscripten" else str(_pull_reference(ref, sys.stderr))
     if model.lower() in CATALOGUE:
         entry = CATALOGUE[model.lower()]
         if entry.hub and sys.platform == "emscripten":
             return _browser_url(parse_reference(entry.hub))
-        return str(pull(model, verify=verify))
+        return str(_pull_entry(entry, verify, sys.stderr))
     pulled = models_dir() / model
     if "/" not in model and os.sep not in model and pulled.is_file():
         return str(pulled)  # a file `llmchat pull URL` stored, named by its file name
@@ -253,10 +253,18 @@ def pull(reference: str, *, verify: bool = False, progress: IO[str] | None = Non
         return pull_url(reference, models_dir(), out)
     ref = parse_reference(reference)
     if ref is not None:
-        from . import huggingface as hub
+        return _pull_reference(ref, out)
+    return _pull_entry(lookup(reference), verify, out)
 
-        return hub.pull(ref, out)
-    entry = lookup(reference)
+
+def _pull_reference(ref: HubRef, out: IO[str]) -> Path:
+    from . import huggingface as hub
+
+    return hub.pull(ref, out)
+
+
+def _pull_entry(entry: CatalogueEntry, verify: bool, out: IO[str]) -> Path:
+    """The cached file of a catalogue entry, pulled first where it is missing or fails its checks."""
     if entry.hub:
         return _pull_hub_entry(entry, verify, out)
     target = models_dir() / entry.file_name
@@ -271,12 +279,10 @@ def pull(reference: str, *, verify: bool = False, progress: IO[str] | None = Non
 
 
 def _pull_hub_entry(entry: CatalogueEntry, verify: bool, out: IO[str]) -> Path:
-    from . import huggingface as hub
-
     ref = parse_reference(entry.hub or "")
     if ref is None:
         raise ModelNotFoundError(f"{entry.name}: its catalogue entry names no valid Hugging Face reference")
-    path = hub.pull(ref, out)
+    path = _pull_reference(ref, out)
     problem = _cached_problem(path, entry, verify)
     if problem is not None:
         raise SourceError(f"{entry.name}: {path} {problem}: {ref} no longer holds the file this catalogue "

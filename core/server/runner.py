@@ -13,7 +13,7 @@ from pathlib import Path
 from ..hub.catalogue import CATALOGUE, model_title, models_dir, resolve
 from ..errors import LLMChatError, ModelTooLargeError
 from ..gpu.device import AdapterInfo, adapter_notice
-from ..gpu.profiles import NO_PROFILE, get_profile
+from ..gpu.profiles import NO_PROFILE, Profile, get_profile
 from .app import ServerOptions, create_app, runtime_missing
 from .completions import ModelInfo
 from .connections import FLUSH_MARGIN_S, GracefulServer, header_timeout_protocol, listening_socket
@@ -46,8 +46,9 @@ class ServeConfig:
     header_timeout: float = 30.0
     profile: str | None = None  # a device profile name (llmchat.gpu.profiles); None: $LLMCHAT_PROFILE
 
-    def validate(self) -> None:
-        """Refuse settings that cannot work, before the model is loaded."""
+    def validate(self) -> Profile | str:
+        """Refuse settings that cannot work, before the model is loaded; returns the device profile they name, or
+        NO_PROFILE (the adapter as it is, whatever $LLMCHAT_PROFILE says) when none."""
         checks = [(1 <= self.port <= 65535, "--port must be between 1 and 65535"),
                   (self.ctx is None or self.ctx >= 16, "--ctx must be at least 16 tokens"),
                   (self.max_batch is None or 1 <= self.max_batch <= 256, "--max-batch must be between 1 and 256"),
@@ -63,7 +64,7 @@ class ServeConfig:
         for ok, message in checks:
             if not ok:
                 raise LLMChatError(message)
-        get_profile(self.profile)  # an unknown name is refused before the model is pulled
+        return get_profile(self.profile) or NO_PROFILE  # an unknown name is refused before the model is pulled
 
 
 # Sequences decoded together by default. On a CPU emulation (lavapipe) the "GPU memory" is the machine's own and
@@ -101,15 +102,15 @@ def model_info(llm, requested: str, path: str) -> ModelInfo:
 
 
 def serve(config: ServeConfig) -> None:
-    config.validate()
+    profile = config.validate()
     sock = listening_socket(config.host, config.port)  # before the model is pulled and loaded
     try:
-        _serve(config, sock)
+        _serve(config, profile, sock)
     finally:
         sock.close()
 
 
-def _serve(config: ServeConfig, sock: socket.socket) -> None:
+def _serve(config: ServeConfig, profile: Profile | str, sock: socket.socket) -> None:
     import uvicorn
 
     from ..runtime.runtime import LoadOptions, Runtime
@@ -117,7 +118,6 @@ def _serve(config: ServeConfig, sock: socket.socket) -> None:
     from ..gpu import open_device
 
     path = resolve(config.model)
-    profile = get_profile(config.profile) or NO_PROFILE
     device = open_device(profile=profile)  # before the load: the default batch depends on the adapter
     notice = adapter_notice(device.info)
     if notice:

@@ -105,6 +105,19 @@ def test_python_api_resolves_references(hub, home, files) -> None:
     assert Path(result.stdout.strip()).read_bytes() == files["tiny-Q8_0.gguf"]
 
 
+def test_a_reference_is_read_once_however_it_is_pulled(hub, home, files) -> None:
+    """resolve parses what the user typed once, and hands the parsed reference on (pull used to parse it again)."""
+    script = ("import llmchat.hub.catalogue as c\n"
+              "calls = []\n"
+              "parse = c.parse_reference\n"
+              "c.parse_reference = lambda text: calls.append(text) or parse(text)\n"
+              "c.resolve('org/tiny-GGUF:Q8_0')\n"
+              "print(len(calls))")
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env_for(hub, home))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["1"]
+
+
 def test_engine_commands_take_references(hub, home) -> None:
     env = env_for(hub, home)
     ids = ok(llmchat("tokenize", "org/tiny-GGUF:Q8_0", "--text", "hello", env=env)).split()
