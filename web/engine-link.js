@@ -14,6 +14,8 @@
 // A link: post(message, transfer), close(), sharing ("leader-tab" | "private"), reason, leader (this tab runs the
 // worker); it calls onMessage(message) for what the worker says and onLeader() when a new tab took the engine over.
 
+import { MSG } from "./messages.js";
+
 export function connect({ workerURL, key, shared, onMessage, onLeader }) {
   const why = shared === false ? "shared: false was asked for"
     : !globalThis.navigator?.locks?.request ? "this browser has no Web Locks (navigator.locks)"
@@ -26,7 +28,7 @@ export function connect({ workerURL, key, shared, onMessage, onLeader }) {
 function startWorker(workerURL, onMessage) {
   const worker = new Worker(workerURL, { type: "module", name: "llmchat" });
   worker.onmessage = ({ data }) => onMessage(data);
-  worker.onerror = (event) => onMessage({ type: "error", code: "worker", message: event.message || "worker failed" });
+  worker.onerror = (event) => onMessage({ type: MSG.error, code: "worker", message: event.message || "worker failed" });
   return worker;
 }
 
@@ -81,25 +83,25 @@ class TabLink {
     if (this.closed) return null;
     this.leader = true;
     this.worker = startWorker(this.workerURL, this.onMessage);
-    this.channel.postMessage({ type: "leader" });
+    this.channel.postMessage({ type: MSG.leader });
     if (takeover) this.onLeader();
     return this.released; // the lock is held until this tab closes or its engine is terminated
   }
 
   #heard(data) {
-    if (data.type === "leader") return this.onLeader();
+    if (data.type === MSG.leader) return this.onLeader();
     if (data.to === this.id) return this.onMessage(data.message);
-    if (data.to !== "leader" || !this.leader) return;
+    if (data.to !== MSG.leader || !this.leader) return;
     let port = this.ports.get(data.from);
     if (!port) {
       const channel = new MessageChannel();
       port = channel.port1;
       port.onmessage = ({ data: message }) => this.channel.postMessage({ to: data.from, message });
-      this.worker.postMessage({ type: "connect", port: channel.port2 }, [channel.port2]);
+      this.worker.postMessage({ type: MSG.connect, port: channel.port2 }, [channel.port2]);
       this.ports.set(data.from, port);
     }
     port.postMessage(data.message);
-    if (data.message.type === "bye") {
+    if (data.message.type === MSG.bye) {
       port.close();
       this.ports.delete(data.from);
     }
@@ -108,7 +110,7 @@ class TabLink {
   post(message) {
     if (this.outbox) this.outbox.push(message);
     else if (this.leader) this.worker.postMessage(message);
-    else this.channel.postMessage({ to: "leader", from: this.id, message });
+    else this.channel.postMessage({ to: MSG.leader, from: this.id, message });
   }
 
   close() {
@@ -119,7 +121,7 @@ class TabLink {
       this.worker.terminate();
       this.release(); // the next tab in line takes over
     } else {
-      this.post({ type: "bye" });
+      this.post({ type: MSG.bye });
     }
     this.channel.close();
   }

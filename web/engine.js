@@ -19,6 +19,7 @@
 // stopped the reply (stream.controller.abort(), or the request's `signal`), on the device and from a server alike.
 // On the device a stream's chunks also say how far the prompt has been read: `llmchat.prefill` {done, total}.
 
+import { MSG } from "./messages.js";
 import { isSoftwareAdapter } from "./adapter.js";
 import { connect } from "./engine-link.js";
 import { resolveModelURL } from "./hub.js";
@@ -126,7 +127,7 @@ export class Engine extends EventTarget {
     const integrity = this.options.integrity || null;
     const context = this.options.context || null; // null: Python's default (llmchat.runtime.memory.context_size)
     const profile = this.options.profile || null;
-    this.loadMessage = { type: "load", model: url, integrity, context, profile, tune: this.options.tune ?? null,
+    this.loadMessage = { type: MSG.load, model: url, integrity, context, profile, tune: this.options.tune ?? null,
       pyodideURL: this.options.pyodideURL,
       distURL: this.options.distURL || here("./dist/pyodide/") };
     return new Promise((resolve, reject) => {
@@ -146,7 +147,7 @@ export class Engine extends EventTarget {
     for (const [id, entry] of [...this.pending]) {
       this.pending.delete(id);
       if (entry.heard) {
-        entry.handle({ type: "error", id, code: "handover", message: "The tab that ran the model closed while " +
+        entry.handle({ type: MSG.error, id, code: "handover", message: "The tab that ran the model closed while " +
           "this reply was being written; another tab runs it now. Send the message again." });
         continue;
       }
@@ -180,19 +181,19 @@ export class Engine extends EventTarget {
     // After the first load, a takeover's load is quiet: the page keeps its chat, and hears one "handover".
     const loading = !this.info;
     switch (data.type) {
-      case "status": if (loading) { this.#emit("status", data); this.options.onStatus?.(data); } break;
-      case "warning": if (loading) { this.#emit("warning", data); this.options.onWarning?.(data); } break;
-      case "progress": if (loading) { this.#emit("progress", data); this.options.onProgress?.(data); } break;
-      case "ready":
+      case MSG.status: if (loading) { this.#emit("status", data); this.options.onStatus?.(data); } break;
+      case MSG.warning: if (loading) { this.#emit("warning", data); this.options.onWarning?.(data); } break;
+      case MSG.progress: if (loading) { this.#emit("progress", data); this.options.onProgress?.(data); } break;
+      case MSG.ready:
         this.info = { ...data.info, sharing: this.link.sharing, sharingReason: this.link.reason,
           leader: this.link.leader };
         this.#emit(loading ? "ready" : "handover", this.info);
         this.loaded.resolve();
         break;
-      case "chunk": case "done": case "stats": case "sweep": case "forget":
+      case MSG.chunk: case MSG.done: case MSG.stats: case MSG.sweep: case MSG.forget:
         this.pending.get(data.id)?.handle(data);
         break;
-      case "error": {
+      case MSG.error: {
         const error = new EngineError(data.code, data.message);
         const entry = data.id !== undefined && this.pending.get(data.id);
         if (entry) entry.handle(data);
@@ -227,14 +228,14 @@ export class Engine extends EventTarget {
 
   // The GPU bridge's counters (pipelines, uploads, replays and their milliseconds); null in remote mode.
   async gpuStats() {
-    return this.#ask({ type: "stats" });
+    return this.#ask({ type: MSG.stats });
   }
 
   // Every kernel variant the tuner chooses among, timed `rounds` times at this model's shapes, beside the one
   // running (LLM.sweep_kernels: per case the microseconds per dispatch of each, the fastest, the running one);
   // null in remote mode. Slow on CPU-emulated adapters: seconds per variant.
   async sweepKernels(rounds = 8) {
-    return this.#ask({ type: "sweep", rounds });
+    return this.#ask({ type: MSG.sweep, rounds });
   }
 
   // One request to the worker whose answer (a message of the same type) carries its result under that type's name.
@@ -247,12 +248,12 @@ export class Engine extends EventTarget {
   // Delete the conversation kept in this site's storage under `key` (requests' prompt_cache_key, below): "deleted",
   // "none" (nothing was kept) or why not; null in remote mode.
   async forgetConversation(key) {
-    return this.#ask({ type: "forget", key });
+    return this.#ask({ type: MSG.forget, key });
   }
 
   // Forget the conversation kept on the device (the next request starts a fresh KV cache).
   reset() {
-    this.link?.post({ type: "reset" });
+    this.link?.post({ type: MSG.reset });
   }
 
   // Ends this page's use of the engine; a shared engine this tab ran moves to another tab that uses it.
@@ -266,8 +267,8 @@ export class Engine extends EventTarget {
     await this.ready;
     if (this.mode === "remote") return remoteCreate(this.options, params, isChat);
     const { signal, ...request } = params;
-    const entry = this.#request({ type: "chat", request }, (data) => (reply.push(data), data.type !== "chunk"));
-    const reply = new LocalReply(() => this.link?.post({ type: "stop", id: entry.message.id }));
+    const entry = this.#request({ type: MSG.chat, request }, (data) => (reply.push(data), data.type !== MSG.chunk));
+    const reply = new LocalReply(() => this.link?.post({ type: MSG.stop, id: entry.message.id }));
     signal?.addEventListener("abort", () => reply.abort());
     return params.stream ? reply : reply.response();
   }
@@ -299,14 +300,14 @@ class LocalReply {
       this.wake = null;
     }
     const data = this.items.shift();
-    if (data.type !== "chunk") this.ended = true;
-    if (data.type === "error") throw new EngineError(data.code, data.message);
+    if (data.type !== MSG.chunk) this.ended = true;
+    if (data.type === MSG.error) throw new EngineError(data.code, data.message);
     return data;
   }
 
   async *[Symbol.asyncIterator]() {
     try {
-      for (let data = await this.#next(); data.type === "chunk"; data = await this.#next()) yield data.chunk;
+      for (let data = await this.#next(); data.type === MSG.chunk; data = await this.#next()) yield data.chunk;
     } finally {
       if (!this.ended) {
         this.ended = true;

@@ -29,6 +29,7 @@
 // it cannot run), and stream it into GPU buffers. Later loads find the file in OPFS, and start compiling the
 // kernels the previous load asked for as soon as WebGPU is open (KERNELS_FILE).
 
+import { MSG } from "./messages.js";
 import { isSoftwareAdapter } from "./adapter.js";
 import { requestGPU } from "./gpu.js";
 import { ModelError, ModelStore, checkQuota, sha256Hex, storageName } from "./model-store.js";
@@ -55,13 +56,13 @@ function serve(port) {
   const client = { port, stops: new Set() }; // stops: ids of replies this tab asked to stop
   clients.add(client);
   port.onmessage = ({ data }) => {
-    if (data.type === "stop") client.stops.add(data.id);
-    else if (data.type === "connect") serve(data.port);
-    else if (data.type === "bye") {
+    if (data.type === MSG.stop) client.stops.add(data.id);
+    else if (data.type === MSG.connect) serve(data.port);
+    else if (data.type === MSG.bye) {
       clients.delete(client);
       listeners.delete(client);
       port.close();
-    } else if (data.type === "load") join(data, client);
+    } else if (data.type === MSG.load) join(data, client);
     else queue = queue.then(() => handle(data, client)).catch((error) => report(error, data.id, client));
   };
 }
@@ -83,7 +84,7 @@ function join(message, client) {
     loading = load(message);
     queue = queue.then(() => loading).catch(() => {}); // requests wait for the load; its failure is told below
   }
-  loading.then((info) => client.port.postMessage({ type: "ready", info: { ...info, clients: clients.size } }),
+  loading.then((info) => client.port.postMessage({ type: MSG.ready, info: { ...info, clients: clients.size } }),
     (error) => report(error, undefined, client)).finally(() => listeners.delete(client));
 }
 
@@ -92,38 +93,38 @@ async function handle(message, client) {
     await loading; // a failed load: its error, again
     throw new ModelError("not-ready", "the model is not loaded");
   }
-  if (message.type === "chat") return chat(message, client);
-  if (message.type === "reset") return runtime.reset();
-  if (message.type === "forget") {
+  if (message.type === MSG.chat) return chat(message, client);
+  if (message.type === MSG.reset) return runtime.reset();
+  if (message.type === MSG.forget) {
     runtime.forget(message.key);
     const forget = await removeChat(message.key);
-    return client.port.postMessage({ type: "forget", id: message.id, forget });
+    return client.port.postMessage({ type: MSG.forget, id: message.id, forget });
   }
-  if (message.type === "stats") {
-    return client.port.postMessage({ type: "stats", id: message.id, stats: { ...bridge.stats } });
+  if (message.type === MSG.stats) {
+    return client.port.postMessage({ type: MSG.stats, id: message.id, stats: { ...bridge.stats } });
   }
-  if (message.type === "sweep") {
+  if (message.type === MSG.sweep) {
     const sweep = JSON.parse(await runtime.sweep.callPromising(message.rounds));
-    return client.port.postMessage({ type: "sweep", id: message.id, sweep });
+    return client.port.postMessage({ type: MSG.sweep, id: message.id, sweep });
   }
 }
 
 async function load({ model, integrity, context = null, profile = null, tune = null, pyodideURL, distURL }) {
   const t0 = performance.now();
-  post({ type: "status", text: "Checking WebGPU" });
+  post({ type: MSG.status, text: "Checking WebGPU" });
   bridge = await requestGPU();
-  bridge.onlost = (reason) => broadcast({ type: "error", code: "device-lost", message: lostMessage(reason) });
+  bridge.onlost = (reason) => broadcast({ type: MSG.error, code: "device-lost", message: lostMessage(reason) });
   self.llmchatGPU = bridge;
   const adapter = bridge.describe();
   const software = isSoftwareAdapter(adapter);
   if (software) {
-    post({ type: "warning", code: "software-adapter", message: "No hardware GPU is available to this page: " +
+    post({ type: MSG.warning, code: "software-adapter", message: "No hardware GPU is available to this page: " +
       "WebGPU runs on the CPU here (" + (adapter.architecture || adapter.description || "software") + "), so " +
       "the model will answer slowly, a few words per second." });
   }
   const kernels = await prepareKernels(kernelKey(model, context, profile, adapter));
-  post({ type: "status", text: "Starting Python and reading the model header" });
-  const progress = (p) => post({ type: "progress", ...p, ...shards.totals(p.phase) });
+  post({ type: MSG.status, text: "Starting Python and reading the model header" });
+  const progress = (p) => post({ type: MSG.progress, ...p, ...shards.totals(p.phase) });
   // Nothing that can run waits: Pyodide boots while the header arrives, and the weights download while it boots.
   // Python's plan (llmchat.runtime.memory, from the header) judges the model once Python is up; a refusal stops the
   // download (what arrived stays for a later resume, as after any interruption).
@@ -145,7 +146,7 @@ async function load({ model, integrity, context = null, profile = null, tune = n
   const budget = gpuBudget();
   let downloading = null;
   if (store.complete || (!profile && !budget && startsLikeGGUF(store.probe))) {
-    if (!store.complete) post({ type: "status", text: "Downloading the model while Python starts" });
+    if (!store.complete) post({ type: MSG.status, text: "Downloading the model while Python starts" });
     downloading = store.download();
     downloading.catch(() => {});
   }
@@ -166,11 +167,11 @@ async function load({ model, integrity, context = null, profile = null, tune = n
   const files = shards.all();
   for (const s of files) s.loadTotal = plan.upload;  // bytes read from the file (the GPU may hold them repacked)
   if (files.length > 1) await checkQuota(files);  // one file was checked before its download began
-  if (files.some((s) => !s.complete)) post({ type: "status", text: "Downloading the model" });
+  if (files.some((s) => !s.complete)) post({ type: MSG.status, text: "Downloading the model" });
   await downloading;
   for (const s of files) await s.download();
   at("download_s");
-  post({ type: "status", text: "Loading the model onto the GPU" });
+  post({ type: MSG.status, text: "Loading the model onto the GPU" });
   const tuneFile = runtime.TUNE_FILE;
   const loaded = JSON.parse(await runtime.load.callPromising(store, plan.context, shards.open, tune,
     await readFile(tuneFile)));
@@ -179,7 +180,7 @@ async function load({ model, integrity, context = null, profile = null, tune = n
   await bridge.settled(); // the last weights may still be on their way (gpu.js writeFrom)
   at("gpu_load_s");
   if (loaded.tune_json) { // measured now: later loads time nothing, unless the write fails (this load stands)
-    await writeFile(tuneFile, loaded.tune_json).catch((error) => post({ type: "warning", code: "tune-not-saved",
+    await writeFile(tuneFile, loaded.tune_json).catch((error) => post({ type: MSG.warning, code: "tune-not-saved",
       message: `the kernel tuner's results could not be stored (${error.message}); the next load measures again` }));
   }
   delete loaded.tune_json;
@@ -432,7 +433,7 @@ function gpuBudget() {
 async function chat({ id, request }, client) {
   const emit = (json) => {
     const event = JSON.parse(json);
-    client.port.postMessage({ type: event.chunk ? "chunk" : "done", id, ...event });
+    client.port.postMessage({ type: event.chunk ? MSG.chunk : MSG.done, id, ...event });
   };
   // Awaited by Python before each prompt step and each token. A prompt's steps read nothing back from the GPU, so
   // without a turn of the event loop here a stop message would wait behind the whole prompt.
@@ -491,7 +492,7 @@ function report(error, id, client) {
     code = "device-lost";
     message = lostMessage(bridge.lostReason);
   }
-  client.port.postMessage({ type: "error", id, code, message });
+  client.port.postMessage({ type: MSG.error, id, code, message });
 }
 
 function lostMessage(reason) {

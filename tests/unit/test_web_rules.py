@@ -62,3 +62,15 @@ def test_the_offline_shell_holds_every_module_the_pages_import():
     imported = {name for p in WEB.glob("*.js")
                 for name in re.findall(r'from "\./([\w.-]+\.js)"', p.read_text(encoding="utf-8"))}
     assert imported and imported <= shell, imported - shell
+
+
+def test_messages_between_page_worker_and_tabs_are_named_in_one_module():
+    """engine.js, worker.js and engine-link.js build and read their messages with messages.js's names: no message
+    type is written as a string literal of their own (comments aside)."""
+    names = set(re.findall(r'(\w+): "\1"', (WEB / "messages.js").read_text(encoding="utf-8")))
+    assert {"load", "chat", "stop", "chunk", "done", "error", "connect", "bye", "leader"} <= names
+    for name in ("engine.js", "worker.js", "engine-link.js"):
+        code = "\n".join(line for line in (WEB / name).read_text(encoding="utf-8").splitlines()
+                         if not line.lstrip().startswith("//"))
+        literal = re.findall(r'(?:type: |type [!=]== |case |to: |\.to [!=]== )"(\w+)"', code)
+        assert not names & set(literal), (name, sorted(names & set(literal)))
