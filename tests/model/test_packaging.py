@@ -88,7 +88,7 @@ def test_without_the_runtime_the_server_warns_and_its_page_chats_through_the_api
         requests = []
         page.on("request", lambda r: requests.append((r.method, r.url)))
         page.goto(f"{base}/")
-        assert page.locator("#runtime-note").is_visible()
+        page.locator("#runtime-note").wait_for(state="visible")  # once the page's modules and its fetch are done
         assert "server's own API" in page.inner_text("#runtime-note")
         page.eval_on_selector("llm-chat", "el => el.setAttribute('max-tokens', '4')")
         page.wait_for_function("!document.querySelector('llm-chat').shadowRoot.querySelector('textarea').disabled")
