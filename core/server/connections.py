@@ -10,8 +10,8 @@ open is refused with 503 (the app's `draining` flag). Requests in flight get `gr
 stops, which ends each of them: a stream with an `error` event and `[DONE]`, a non-streaming request with 503.
 A second Ctrl-C quits at once. Either way the process then exits 0: being stopped is how a server ends.
 
-The listening socket is bound before the model loads (`listening_socket`), so a port already taken is said at once
-rather than after a load that may take minutes.
+The port is tried before the model loads (`check_port`), so a port already taken is said at once rather than after
+a load that may take minutes.
 """
 from __future__ import annotations
 
@@ -32,20 +32,20 @@ log = logging.getLogger("llmchat.server")
 FLUSH_MARGIN_S = 5.0  # after the scheduler stops, how long uvicorn waits for the ended responses to go out
 
 
-def listening_socket(host: str, port: int, *, option: str = "--port") -> socket.socket:
-    """A TCP socket bound to (host, port), not yet listening (connections are refused until uvicorn takes it),
-    with uvicorn's own options. LLMChatError when the address cannot be had, naming `option`, which changes it."""
-    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a restart need not wait out TIME_WAIT
-    try:
-        sock.bind((host, port))
-    except OSError as exc:
-        sock.close()
-        if exc.errno == errno.EADDRINUSE:
-            raise LLMChatError(f"port {port} on {host} is in use by another program (another llmchat serve?): "
-                               f"choose another with {option}") from None
-        raise LLMChatError(f"cannot listen on {host} port {port}: {exc.strerror or exc} ({option})") from None
-    return sock
+def check_port(host: str, port: int, *, option: str = "--port") -> None:
+    """Refuse, before a model is loaded, an address uvicorn could not listen on: bound once with uvicorn's own
+    options and let go. LLMChatError naming `option`, which changes it. (The socket is not handed on to uvicorn:
+    served from a socket bound here, an answer sent before the request's body was read, a 413, reached a third of
+    its clients as a reset connection.)"""
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds: TIME_WAIT does not count
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                raise LLMChatError(f"port {port} on {host} is in use by another program (another llmchat serve?): "
+                                   f"choose another with {option}") from None
+            raise LLMChatError(f"cannot listen on {host} port {port}: {exc.strerror or exc} ({option})") from None
 
 
 def header_timeout_protocol(header_timeout: float) -> type[H11Protocol]:

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import logging
 import os
-import socket
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -16,7 +15,7 @@ from ..gpu.device import AdapterInfo, adapter_notice
 from ..gpu.profiles import NO_PROFILE, Profile, get_profile
 from .app import ServerOptions, create_app, runtime_missing
 from .completions import ModelInfo
-from .connections import FLUSH_MARGIN_S, GracefulServer, header_timeout_protocol, listening_socket
+from .connections import FLUSH_MARGIN_S, GracefulServer, header_timeout_protocol, check_port
 from .guard import DEFAULT_MAX_BODY, HostPolicy
 from ..runtime.memory import MemoryPlan
 from ..serving.metrics import Metrics
@@ -102,21 +101,14 @@ def model_info(llm, requested: str, path: str) -> ModelInfo:
 
 
 def serve(config: ServeConfig) -> None:
-    profile = config.validate()
-    sock = listening_socket(config.host, config.port)  # before the model is pulled and loaded
-    try:
-        _serve(config, profile, sock)
-    finally:
-        sock.close()
-
-
-def _serve(config: ServeConfig, profile: Profile | str, sock: socket.socket) -> None:
     import uvicorn
 
     from ..runtime.runtime import LoadOptions, Runtime
 
     from ..gpu import open_device
 
+    profile = config.validate()
+    check_port(config.host, config.port)  # before the model is pulled and loaded
     path = resolve(config.model)
     device = open_device(profile=profile)  # before the load: the default batch depends on the adapter
     notice = adapter_notice(device.info)
@@ -187,6 +179,6 @@ def _serve(config: ServeConfig, profile: Profile | str, sock: socket.socket) -> 
     server = GracefulServer(uv_config, grace=config.shutdown_grace,
                             on_drain=lambda: setattr(app.state, "draining", True), end_running=scheduler.stop)
     try:
-        server.run(sockets=[sock])
+        server.run()
     finally:
         scheduler.stop()

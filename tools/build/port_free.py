@@ -8,13 +8,13 @@ from __future__ import annotations
 import sys
 
 from llmchat.errors import LLMChatError
-from llmchat.server.connections import listening_socket
+from llmchat.server.connections import check_port
 
 
 def main() -> int:
     port = sys.argv[1]
     try:
-        listening_socket("127.0.0.1", int(port), option=f"make demo PORT={int(port) + 1}").close()
+        check_port("127.0.0.1", int(port), option=f"make demo PORT={int(port) + 1}")
     except (LLMChatError, ValueError) as exc:
         print(f"llmchat: error: {exc}", file=sys.stderr)
         return 2
