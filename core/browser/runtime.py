@@ -188,9 +188,9 @@ def chat(request: str, emit, should_stop, cache=None) -> None:
                 if chunk is not None:
                     emit(json.dumps({"chunk": chunk}))
 
-    def stopped() -> bool:
-        from pyodide.ffi import run_sync
+    from pyodide.ffi import run_sync  # inside Pyodide only: this module imports natively too
 
+    def stopped() -> bool:
         return bool(run_sync(should_stop()))
 
     def prefill(done: int, total: int) -> bool:

@@ -201,8 +201,9 @@ def generate(engine: Engine, seq: Generation,
     prompt positions computed so far. Between tokens a caller stops by no longer reading."""
     prompt = len(seq.request.prompt)
     while seq.finish_reason is None:
-        if on_prefill is not None and seq.pos < prompt and on_prefill(seq.pos - seq.cached, prompt - seq.cached) is False:
-            yield seq.abort()
-            return
+        if seq.pos < prompt and on_prefill is not None:
+            if on_prefill(seq.pos - seq.cached, prompt - seq.cached) is False:
+                yield seq.abort()
+                return
         for s, out, read_row in step(engine, [(seq, seq.pending(engine.max_step))]):
             yield from s.sample(out, read_row)

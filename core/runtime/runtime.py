@@ -1,6 +1,7 @@
 """A model loaded once onto a device: its file, tokenizer, chat template, memory plan, weights, tuned kernels and
 engine, with the methods its users need (prompts to ids, prefill, reports, warm-up, batching, a conversation's
-cache). Completions and chats are sessions over it (llmchat.api); the server batches over it with llmchat.serving's scheduler.
+cache). Completions and chats are sessions over it (llmchat.api); the server batches over it with llmchat.serving's
+scheduler.
 
 Loading is a few steps, in the order each needs the last: the file (and what its header names), the device, the
 memory plan (which refuses what cannot fit before anything is allocated), the weights, the kernel tuning (before any

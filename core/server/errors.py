@@ -44,11 +44,10 @@ class APIError(Exception):
         self.headers = headers or {}
 
     @classmethod
-    def of(cls, exc: LLMChatError, *, param: str | None = None, message: str | None = None) -> APIError:
+    def of(cls, exc: LLMChatError, *, param: str | None = None) -> APIError:
         """The answer to one of llmchat's errors, as its class says (status, OpenAI code, field, headers);
-        `param` names the field where the error does not, `message` replaces its own."""
-        return cls(exc.status, str(exc) if message is None else message, param=exc.param or param,
-                   code=exc.api_code, headers=exc.http_headers())
+        `param` names the field where the error does not."""
+        return cls(exc.status, str(exc), param=exc.param or param, code=exc.api_code, headers=exc.http_headers())
 
     def body(self) -> dict[str, Any]:
         return error_body(self.status, self.message, param=self.param, code=self.code)

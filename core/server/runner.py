@@ -137,8 +137,8 @@ def serve(config: ServeConfig) -> None:
             batch_why = "fewer than the default, to fit the GPU memory budget"
     for line in memory_lines(llm.plan, max_batch, cache_entries, batch_why):
         print(line, file=sys.stderr)
-    scheduler = Scheduler(llm.engine, llm.tokenizer, max_batch=max_batch, max_queue=config.max_queue, prefill_chunk=config.prefill_chunk,
-                              cache_entries=cache_entries, metrics=Metrics())
+    scheduler = Scheduler(llm.engine, llm.tokenizer, max_batch=max_batch, max_queue=config.max_queue,
+                          prefill_chunk=config.prefill_chunk, cache_entries=cache_entries, metrics=Metrics())
     local = not path.startswith(("http://", "https://"))
     # Not resolve(): a Hugging Face cache file is a link whose target is named by its hash; /models/NAME should
     # offer the model under the name the link (the repository) gives it.
