@@ -88,12 +88,14 @@ def _stream(base: str, body: dict, lines: list, started: threading.Event) -> Non
 @pytest.mark.model
 def test_sigterm_lets_running_requests_finish_then_ends_the_rest(smollm2_path, tmp_path):
     """A short stream finishes within the grace period; a long one ends with an error event and [DONE]; a
-    non-streaming one gets 503; new connections are refused; the process exits. The grace period (15 s) leaves the
-    short stream's 4 tokens time on a loaded CPU emulator (~1 token/s), the long one's 480 tokens none."""
+    non-streaming one, queued behind them, gets 503; new connections are refused; the process exits. The grace
+    period (15 s) leaves the short stream's 4 tokens time on a loaded CPU emulator (~1 token/s), the long one's 480
+    tokens none. The streams take the server's two places (the CPU default of --max-batch) before the third request
+    is sent: sent together, the third could take the short stream's place and hold it for its 480 tokens."""
     port = free_port()
     log = tmp_path / "serve.log"
     cmd = [sys.executable, "-m", "llmchat", "serve", "smollm2", "--port", str(port), "--ctx", "512",
-           "--log-level", "warning", "--shutdown-grace", "15"]
+           "--log-level", "warning", "--shutdown-grace", "15", "--max-batch", "2"]
     with open(log, "wb") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"
@@ -110,10 +112,12 @@ def test_sigterm_lets_running_requests_finish_then_ends_the_rest(smollm2_path, t
             r = httpx.post(f"{base}/v1/completions", json={**body, "stream": False, "max_tokens": 480}, timeout=60)
             plain.append((r.status_code, r.json()))
 
-        threads.append(threading.Thread(target=non_streaming))
         for t in threads:
             t.start()
         assert started_long.wait(60) and started_short.wait(60)
+        threads.append(threading.Thread(target=non_streaming))
+        threads[-1].start()
+        _wait_metric(base, "llmchat_queue_depth", 1)
         proc.send_signal(signal.SIGTERM)
         _wait_refused(base)
         assert long_[-1] != "data: [DONE]", "the long stream ended before new connections were refused"
@@ -130,6 +134,15 @@ def test_sigterm_lets_running_requests_finish_then_ends_the_rest(smollm2_path, t
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def _wait_metric(base: str, name: str, value: float) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if f"\n{name} {value:g}\n" in httpx.get(f"{base}/metrics", timeout=5).text:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"{name} did not reach {value:g} within 30 s")
 
 
 def _wait_refused(base: str) -> None:
