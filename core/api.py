@@ -5,8 +5,9 @@
     for event in llm.generate("The capital of France is", max_tokens=16):
         print(event.text, end="", flush=True)
 
-An `LLM` is the loaded model (llmchat.runtime.runtime.Runtime) with its sessions: completions, each in a slot of its
-own, and the chat conversation, whose KV cache is kept from one turn to the next.
+An `LLM` holds the loaded model (`llm.runtime`, llmchat.runtime.runtime.Runtime: its file, tokenizer, device,
+engine and reports) and runs its sessions over it: completions, each in a slot of its own, and the chat
+conversation, whose KV cache is kept from one turn to the next.
 """
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ from .runtime.memory import MemoryPlan, default_plan
 from .runtime.runtime import LoadOptions, Runtime
 from .runtime.sampler import SamplingParams
 from .serving.scheduler import Scheduler
+from .tokenizer.tokenizer import Tokenizer
 
 
 @dataclass
@@ -59,28 +61,40 @@ class StreamEvent:
         return {k: v for k, v in (("reasoning_content", self.reasoning), ("tool_calls", self.tool_calls)) if v}
 
 
-class LLM(Runtime):
+class LLM:
+    """A model loaded once (`runtime`) and the sessions over it: `generate` and `chat` (which keeps its
+    conversation's KV cache from turn to turn), scoring, saved conversations and a batching `scheduler`."""
+
     def __init__(self, path: str | GGUFFile, *, device: Device | None = None, **options):
         """Load `path` (see LoadOptions for the options) on `device` (default: the best adapter)."""
-        super().__init__(path, LoadOptions(**options), device)
-        self.conversation = self.chat_session()
+        self.runtime = Runtime(path, LoadOptions(**options), device)
+        self.conversation = self.runtime.chat_session()
+
+    @property
+    def context(self) -> int:
+        """Tokens a sequence holds, prompt and reply together."""
+        return self.runtime.context
+
+    @property
+    def tokenizer(self) -> Tokenizer:
+        return self.runtime.tokenizer
 
     def scheduler(self, **options) -> Scheduler:
         """Continuous batching over this model: many sequences at once, as the server runs them (llmchat.serving;
         `options` are Scheduler's)."""
-        return Scheduler(self.engine, self.tokenizer, **options)
+        return Scheduler(self.runtime.engine, self.tokenizer, **options)
 
     # -- scoring -------------------------------------------------------------------------------------------------
     def logits(self, prompt: str) -> tuple[list[int], list[float]]:
         """Prompt ids and the logits at the last prompt position."""
-        ids = self.encode_prompt(prompt)
+        ids = self.runtime.encode_prompt(prompt)
         if not ids:
             raise LLMChatError("the prompt is empty")
         if len(ids) > self.context:
             raise ContextOverflowError(f"the prompt has {len(ids)} tokens; the context holds {self.context} "
                                        "(nothing was truncated)")
-        with self.slot() as slot:
-            return ids, list(self.prefill(slot, ids)[-1])
+        with self.runtime.slot() as slot:
+            return ids, list(self.runtime.prefill(slot, ids)[-1])
 
     def perplexity(self, text: str, window: int = 256) -> dict:
         """Mean negative log-likelihood over consecutive windows, scoring every token after each window's first
@@ -95,8 +109,8 @@ class LLM(Runtime):
             feed = ([bos] if bos is not None else []) + chunk
             if len(feed) < 2:
                 continue
-            with self.slot() as slot:
-                rows = self.prefill(slot, feed, all_logits=True)
+            with self.runtime.slot() as slot:
+                rows = self.runtime.prefill(slot, feed, all_logits=True)
             for pos in range(len(feed) - 1):
                 row = rows[pos]
                 m = max(row)
@@ -117,14 +131,14 @@ class LLM(Runtime):
         `ignore_eos` keeps generating past end-of-generation tokens (benchmarks). `response_format`, `grammar`
         and `json_schema` constrain the text as in `chat`; `on_prefill` hears the prompt's progress as there."""
         if isinstance(prompt, str):
-            ids = self.encode_prompt(prompt)
+            ids = self.runtime.encode_prompt(prompt)
         elif prompt and isinstance(prompt[0], int):
             ids = list(prompt)
         else:
-            ids = self.encode_messages(prompt)
+            ids = self.runtime.encode_messages(prompt)
         constraint = structured_constraint(self.tokenizer, response_format, grammar=grammar, json_schema=json_schema)
         seq = self._generation(ids, max_tokens, stop, sampling, ignore_eos, constraint)
-        with self.slot() as slot:
+        with self.runtime.slot() as slot:
             seq.start(slot)
             yield from self._run(seq, on_prefill)
 
@@ -145,10 +159,10 @@ class LLM(Runtime):
         and in all (those found in the cache left out), so a slow device can show progress before the first
         token; it returns False to stop there (the reply then ends at once with finish_reason "abort"). Between
         tokens, stop reading the events."""
-        setup = self.prepare_chat(messages, response_format=response_format, grammar=grammar,
+        setup = self.runtime.prepare_chat(messages, response_format=response_format, grammar=grammar,
                                   json_schema=json_schema, tools=tools, tool_choice=tool_choice,
                                   parallel_tool_calls=parallel_tool_calls, template_kwargs=chat_template_kwargs)
-        ids = self.encode_chat(setup.prompt)
+        ids = self.runtime.encode_chat(setup.prompt)
         seq = self._generation(ids, max_tokens, stop, sampling, constraint=setup.constraint)
         seq.start(*self.conversation.resume(ids))
         reply = Reply(setup.parser())
@@ -184,7 +198,7 @@ class LLM(Runtime):
 
     def _generation(self, ids: list[int], max_tokens: int, stop: Sequence[str], sampling: dict,
                     ignore_eos: bool = False, constraint: Constraint | None = None) -> Generation:
-        return self.generation(GenerationRequest(ids, SamplingParams(**sampling), max_tokens, tuple(stop),
+        return self.runtime.generation(GenerationRequest(ids, SamplingParams(**sampling), max_tokens, tuple(stop),
                                                  ignore_eos=ignore_eos, constraint=constraint))
 
     def _run(self, seq: Generation,
@@ -192,9 +206,9 @@ class LLM(Runtime):
         """Drive `seq` through the shared generation loop, adding timings to its finish. Recording a step's program
         (where its kernels compile, the first time a shape of step comes) is counted apart, as `compile_s`: the
         prefill and decode rates are those of the steps themselves."""
-        stats = self.engine.stats
+        stats = self.runtime.engine.stats
         t0, t1, record0 = time.perf_counter(), None, stats["record_s"]
-        for event in generation.generate(self.engine, seq, on_prefill):
+        for event in generation.generate(self.runtime.engine, seq, on_prefill):
             if t1 is None:  # the first token is sampled: the prompt is in (host time counts decode steps only)
                 t1, host0, steps0, record1 = time.perf_counter(), stats["host_s"], stats["steps"], stats["record_s"]
             if isinstance(event, FinishEvent):
@@ -210,7 +224,7 @@ class LLM(Runtime):
         yield StreamEvent("", finish_reason=event.reason, unenforced=constraint.unenforced if constraint else (),
                           usage={"prompt_tokens": event.prompt_tokens, "completion_tokens": event.completion_tokens,
                                  "cached_tokens": event.cached_tokens},
-                          timings={"load_s": self.load_s, "compile_s": record2 - record0,
+                          timings={"load_s": self.runtime.load_s, "compile_s": record2 - record0,
                                    "prefill_tok_s": (event.prompt_tokens - event.cached_tokens) / max(prefill_s, 1e-9),
                                    "decode_tok_s": decode_tokens / max(decode_s, 1e-9) if decode_tokens else 0.0,
                                    "host_ms_per_token": 1e3 * host_s / max(1, steps),

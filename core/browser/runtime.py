@@ -126,9 +126,9 @@ def load(store, context: int, open_shard=None, tune: bool | None = None, tune_js
     gguf = _session.take_gguf() or open_model(store, open_shard)
     llm = LLM(gguf, context=context, device=_session.device, max_tokens_per_step=STEP_TOKENS,
               tune=tune, tune_store=cache)
-    llm.warm_up(1)  # the decode step: the load waits for its kernels
+    llm.runtime.engine.warm_up(1)  # the decode step: the load waits for its kernels
     _session.llm, _session.name = llm, model_title(gguf)
-    report = llm.report()
+    report = llm.runtime.report()
     return json.dumps({"load_s": time.perf_counter() - t0, "context": llm.context,
                        "dispatches_per_token": report["dispatches_per_token"], "tuning": report["kernels"],
                        "tune_json": json.dumps(cache.entries) if cache.changed else None})
@@ -139,13 +139,13 @@ def prepare_prompt() -> None:
     from now on, while the last weights upload, rather than when a prompt comes (on SwiftShader its matmul tiles
     take seconds each); a prompt that comes before they are done waits for the rest. The worker calls this once
     `load` has returned, so it can tell the kernels the load waited for from these (worker.js saveKernels)."""
-    _session.llm.warm_up(STEP_TOKENS, wait=False)
+    _session.llm.runtime.engine.warm_up(STEP_TOKENS, wait=False)
 
 
 def sweep(rounds: int) -> str:
-    """Every kernel variant the tuner chooses among, timed at the loaded model's shapes (LLM.sweep_kernels), as
+    """Every kernel variant the tuner chooses among, timed at the loaded model's shapes (Runtime.sweep_kernels), as
     JSON."""
-    return json.dumps(_session.llm.sweep_kernels(int(rounds)))
+    return json.dumps(_session.llm.runtime.sweep_kernels(int(rounds)))
 
 
 def chat(request: str, emit, should_stop, cache=None) -> None:
@@ -173,7 +173,7 @@ def chat(request: str, emit, should_stop, cache=None) -> None:
     is_chat = "prompt" not in body
     if is_chat and "messages" not in body:
         raise FieldError("a request needs `messages` (a chat) or `prompt` (a text completion)", "messages")
-    asked = read_request(body, chat=is_chat, vocab_size=llm.config.vocab_size, defaults=BROWSER_DEFAULTS)
+    asked = read_request(body, chat=is_chat, vocab_size=llm.runtime.config.vocab_size, defaults=BROWSER_DEFAULTS)
     if asked.n != 1:
         raise FieldError("the browser runtime makes one choice per request; leave `n` out", "n")
     if asked.top_logprobs is not None:

@@ -28,6 +28,7 @@ def arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     llm = load(args)
+    runtime = llm.runtime
     runs = []
     for _ in range(max(1, args.repeat)):
         for event in llm.generate(args.prompt, max_tokens=args.max_tokens, ignore_eos=True):
@@ -36,16 +37,16 @@ def run(args: argparse.Namespace) -> int:
     best = max(runs, key=lambda e: e.timings["decode_tok_s"])
     # Each speed from its best run: the first prefill also compiles the prefill programs.
     timings = {**best.timings, "prefill_tok_s": max(e.timings["prefill_tok_s"] for e in runs)}
-    result = {"model": llm.path, "profile": llm.device.info.profile or None,
+    result = {"model": runtime.path, "profile": runtime.device.info.profile or None,
               "prompt_tokens": best.usage["prompt_tokens"],
               "generated": best.usage["completion_tokens"], **timings,
-              **llm.report(context=best.usage["prompt_tokens"] + best.usage["completion_tokens"])}
+              **runtime.report(context=best.usage["prompt_tokens"] + best.usage["completion_tokens"])}
     if args.roofline:
         from ..runtime import roofline
-        result["roofline"] = roofline.report(llm, context=result["prompt_tokens"] + result["generated"],
+        result["roofline"] = roofline.report(runtime, context=result["prompt_tokens"] + result["generated"],
                                              decode_tok_s=result["decode_tok_s"])
     if args.sweep:
-        result["sweep"] = llm.sweep_kernels()
+        result["sweep"] = runtime.sweep_kernels()
     print(json.dumps(result) if args.json else "\n".join(
         roofline.format_report(v) if k == "roofline" else f"{k}: {v}" for k, v in result.items()))
     return 0

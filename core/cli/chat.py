@@ -28,8 +28,9 @@ def run(args: argparse.Namespace) -> int:
     shape = structure(args)
     llm = load(args)
     messages = [{"role": "system", "content": args.system}] if args.system else []
-    print(f"llmchat: {model_title(llm.gguf)} on {describe_adapter(llm.device.info)}, chat template: "
-          f"{llm.template.describe()}. Ctrl-C stops a reply; Ctrl-D, or Ctrl-C twice at the prompt, leaves.",
+    runtime = llm.runtime
+    print(f"llmchat: {model_title(runtime.gguf)} on {describe_adapter(runtime.device.info)}, chat template: "
+          f"{runtime.template.describe()}. Ctrl-C stops a reply; Ctrl-D, or Ctrl-C twice at the prompt, leaves.",
           file=sys.stderr)
     interrupted = False  # Ctrl-C at the last prompt: one more leaves
     while True:

@@ -111,7 +111,7 @@ def load(args: argparse.Namespace):
                      kv_type=args.kv_cache, retune=getattr(args, "retune", False), int8_dot=args.int8_dot)
     from ..gpu.device import adapter_notice
 
-    info = llm.device.info
+    info = llm.runtime.device.info
     notice = adapter_notice(info)
     if notice and not args.json:
         print(notice, file=sys.stderr)

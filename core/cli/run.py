@@ -33,9 +33,9 @@ def run(args: argparse.Namespace) -> int:
         if not args.json:
             print(event.text, end="", flush=True)
     if args.json:
-        print(json.dumps({"prompt_ids": llm.encode_prompt(args.prompt), "ids": ids, "text": "".join(text),
+        print(json.dumps({"prompt_ids": llm.runtime.encode_prompt(args.prompt), "ids": ids, "text": "".join(text),
                           "finish_reason": event.finish_reason, "timings": event.timings,
-                          "adapter": llm.device.info.as_dict()}))
+                          "adapter": llm.runtime.device.info.as_dict()}))
     else:
         print(flush=True)
         print(speed(event.usage, event.timings, event.finish_reason), file=sys.stderr)

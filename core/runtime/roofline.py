@@ -139,16 +139,16 @@ def bandwidth(size: int, seconds: dict) -> dict:
             "copy_gb_s": max(v for k, v in rates.items() if k.startswith("copy")), "orders": rates}
 
 
-def report(llm, *, context: int | None = None, decode_tok_s: float | None = None, target_s: float = 0.1,
+def report(runtime, *, context: int | None = None, decode_tok_s: float | None = None, target_s: float = 0.1,
            rounds: int = 5) -> dict:
-    """The roofline report (fields in the module's note) for a loaded `llmchat.api.LLM`, its decode step taken at
-    the end of `context` positions (default: 256, or the model's context if shorter) and rounded up to a whole
-    program bucket so attention reads every position its program covers."""
-    device = llm.device
-    context = llm.context_bucket(context or 256)
+    """The roofline report (fields in the module's note) for a loaded model (llmchat.runtime.runtime.Runtime), its
+    decode step taken at the end of `context` positions (default: 256, or the model's context if shorter) and
+    rounded up to a whole program bucket so attention reads every position its program covers."""
+    device, engine = runtime.device, runtime.engine
+    context = engine.context_bucket(context or 256)
     timer = Timer(device, target_s=target_s)
     size, prepared = stream_probes(device, Kernels(device), timer)
-    program = llm.decode_program(context)
+    program = engine.decode_program(context)
     groups: dict[str, list[Dispatch]] = defaultdict(list)
     for d in program.dispatches:
         groups[family(d.kernel.name)].append(d)

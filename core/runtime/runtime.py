@@ -1,6 +1,6 @@
 """A model loaded once onto a device: its file, tokenizer, chat template, memory plan, weights, tuned kernels and
-engine, with the methods its users need (prompts to ids, prefill, reports, warm-up, batching, a conversation's
-cache). Completions and chats are sessions over it (llmchat.api); the server batches over it with llmchat.serving's
+engine, with the methods its users need (prompts to ids, prefill, reports, a conversation's cache). Completions and
+chats are sessions over it (llmchat.api's LLM holds one); the server batches over its engine with llmchat.serving's
 scheduler.
 
 Loading is a few steps, in the order each needs the last: the file (and what its header names), the device, the
@@ -21,7 +21,7 @@ from ..chat.template import ChatTemplate
 from ..errors import InvalidRequestError
 from ..gguf.file import GGUFFile, open_gguf
 from ..gpu import open_device
-from ..gpu.device import Device, Program
+from ..gpu.device import Device
 from ..gpu.kernels import Kernels
 from ..gpu.profiles import NO_PROFILE, Profile, get_profile
 from ..gpu.tune import ROUNDS, TuneContext, sweep, tune_model
@@ -171,20 +171,7 @@ class Runtime:
         """A conversation's KV cache, continued turn after turn (see ChatSession)."""
         return ChatSession(self.engine.kv, self.gguf)
 
-    # -- programs and reports ------------------------------------------------------------------------------------
-    def warm_up(self, tokens: int = 1, *, wait: bool = True) -> None:
-        """Compile the step that feeds `tokens` tokens at the start of a reply (1: the decode step; a prompt chunk
-        size: the prompt step) before a request needs it; `wait=False` only starts compiling (see Engine.warm_up)."""
-        self.engine.warm_up(tokens, wait=wait)
-
-    def context_bucket(self, positions: int) -> int:
-        """The context the step reaching `positions` runs its program for (whole buckets, at most the context)."""
-        return self.engine.context_bucket(positions)
-
-    def decode_program(self, context: int) -> Program:
-        """The program of one decode token at position `context` - 1 (Engine.decode_program), for measuring it."""
-        return self.engine.decode_program(context)
-
+    # -- reports -------------------------------------------------------------------------------------------------
     def report(self, context: int | None = None) -> dict:
         """What one decode token costs at `context` positions (default: the full context): its dispatches, the
         weight bytes it reads, where kernels read weights from (buffers or textures, variants.weight_textures),

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..hub.catalogue import CATALOGUE, model_title, models_dir, resolve
 from ..errors import LLMChatError, ModelTooLargeError
@@ -21,6 +22,9 @@ from ..runtime.memory import MemoryPlan
 from ..serving.metrics import Metrics
 from ..serving.scheduler import Scheduler
 from ..chat.structured import structured_constraint
+
+if TYPE_CHECKING:  # imported by serve itself, as uvicorn and the device are
+    from ..runtime.runtime import Runtime
 
 
 @dataclass(frozen=True)
@@ -87,17 +91,18 @@ def memory_lines(plan: MemoryPlan, max_batch: int, cache_entries: int, batch_why
             f"{'one' if cache_entries == 1 else 'ones'} kept for prefix sharing (--cache-entries)"]
 
 
-def model_info(llm, requested: str, path: str) -> ModelInfo:
+def model_info(runtime: Runtime, requested: str, path: str) -> ModelInfo:
     """The served model's public id (the catalogue name if one was given, else the file's stem) and the other
     names a request may use for it."""
     name = Path(path).name
     model_id = requested.lower() if requested.lower() in CATALOGUE else Path(name).stem
     aliases = frozenset({model_id, requested, name, Path(name).stem})
-    return ModelInfo(id=model_id, aliases=aliases, context=llm.context, vocab_size=llm.config.vocab_size,
-                     encode_prompt=llm.encode_prompt, prepare_chat=llm.prepare_chat, encode_chat=llm.encode_chat,
-                     constraint=partial(structured_constraint, llm.tokenizer), token_bytes=llm.tokenizer.token_bytes,
-                     max_token_bytes=llm.tokenizer.max_token_bytes(),
-                     title=model_title(llm.gguf))
+    tokenizer = runtime.tokenizer
+    return ModelInfo(id=model_id, aliases=aliases, context=runtime.context, vocab_size=runtime.config.vocab_size,
+                     encode_prompt=runtime.encode_prompt, prepare_chat=runtime.prepare_chat,
+                     encode_chat=runtime.encode_chat, constraint=partial(structured_constraint, tokenizer),
+                     token_bytes=tokenizer.token_bytes, max_token_bytes=tokenizer.max_token_bytes(),
+                     title=model_title(runtime.gguf))
 
 
 def serve(config: ServeConfig) -> None:
@@ -125,8 +130,8 @@ def serve(config: ServeConfig) -> None:
         # A step carries every decoding sequence's token plus a prompt chunk, so it must hold max_batch + 1 at least.
         step = max(64, max_batch + config.prefill_chunk)
         try:
-            llm = Runtime(path, LoadOptions(context=config.ctx, n_slots=max_batch + cache_entries,
-                                            max_tokens_per_step=step, profile=profile), device=device)
+            runtime = Runtime(path, LoadOptions(context=config.ctx, n_slots=max_batch + cache_entries,
+                                                max_tokens_per_step=step, profile=profile), device=device)
             break
         except ModelTooLargeError:
             # The memory plan refuses before anything is allocated. A batch the user chose stays as chosen (the
@@ -135,9 +140,9 @@ def serve(config: ServeConfig) -> None:
                 raise
             max_batch //= 2
             batch_why = "fewer than the default, to fit the GPU memory budget"
-    for line in memory_lines(llm.plan, max_batch, cache_entries, batch_why):
+    for line in memory_lines(runtime.plan, max_batch, cache_entries, batch_why):
         print(line, file=sys.stderr)
-    scheduler = Scheduler(llm.engine, llm.tokenizer, max_batch=max_batch, max_queue=config.max_queue,
+    scheduler = Scheduler(runtime.engine, runtime.tokenizer, max_batch=max_batch, max_queue=config.max_queue,
                           prefill_chunk=config.prefill_chunk, cache_entries=cache_entries, metrics=Metrics())
     local = not path.startswith(("http://", "https://"))
     # Not resolve(): a Hugging Face cache file is a link whose target is named by its hash; /models/NAME should
@@ -160,14 +165,14 @@ def serve(config: ServeConfig) -> None:
         print(f"llmchat: warning: the browser runtime is not installed ({options.runtime_dir} has no "
               "manifest.json): the chat page will answer through this server's /v1 API instead of running the "
               "model in the browser; build it with `make web` (needs node and npm)", file=sys.stderr, flush=True)
-    info = model_info(llm, config.model, path)
+    info = model_info(runtime, config.model, path)
     app = create_app(scheduler, info, options)
     for name in ("llmchat.server", "llmchat.serving"):  # the routes' log, and the scheduler's
         logging.getLogger(name).setLevel(config.log_level.upper())
     scheduler.start()
     at_once = f"{max_batch} {'sequence' if max_batch == 1 else 'sequences'} at once"
     base = f"http://{config.host}:{config.port}"
-    print(f"llmchat: serving {info.id} ({llm.context}-token context, up to {at_once}) on {base}/v1",
+    print(f"llmchat: serving {info.id} ({runtime.context}-token context, up to {at_once}) on {base}/v1",
           file=sys.stderr, flush=True)
     if options.pages_dir is not None:
         pages = sorted(p.name for p in options.pages_dir.glob("*.html"))

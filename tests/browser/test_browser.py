@@ -77,7 +77,7 @@ def native(smollm2_path):
     chat = [e.token for e in llm.generate(messages, max_tokens=3) if e.token is not None]
     prompt = GOLDEN["prompts"][0]["text"]
     raw = [e.token for e in llm.generate(prompt, max_tokens=3, ignore_eos=True) if e.token is not None]
-    llm.device.close()
+    llm.runtime.device.close()
     return {"chat": chat, "raw": raw}
 
 
@@ -301,7 +301,7 @@ def test_structured_output_and_tool_calls_in_the_browser(shared, server, smollm2
     native_json = list(llm.chat(ask_planet, max_tokens=40, response_format=fmt))[-1].message
     llm.reset_chat()
     native_call = list(llm.chat(ask_weather, max_tokens=60, tools=WEATHER, tool_choice="required"))[-1]
-    llm.device.close()
+    llm.runtime.device.close()
 
     context, page = shared
     server.pages["/tools.html"] = """<!doctype html><script type="module">
@@ -692,7 +692,7 @@ def test_gemma3_answers_through_the_element_like_the_native_engine(launch_profil
     llm = LLM(str(gemma3_path), context=256)
     messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": QUESTION}]
     want = [e.token for e in llm.generate(messages, max_tokens=2) if e.token is not None]
-    llm.device.close()
+    llm.runtime.device.close()
 
     context = _launch(launch_profile, tmp_path / "profile")
     page = context.new_page()
@@ -719,7 +719,7 @@ def _tiny_model_like_native(page, tmp_path, name: str, context: int | None = 128
     prompt = "hello there"
     llm = LLM(str(path), context=128)
     want = [e.token for e in llm.generate(prompt, max_tokens=6, ignore_eos=True) if e.token is not None]
-    llm.device.close()
+    llm.runtime.device.close()
     with WebServer(WEB, models) as srv:
         srv.pages["/tiny.html"] = """<!doctype html><script type="module">
           import { createEngine } from "/llm-chat.js";

@@ -105,7 +105,7 @@ def native(smollm2_path):
 
     replies = {"a1": reply(A1), "b1": reply(B1)}
     replies["b2"] = reply(second_turn(replies["b1"]["text"]))
-    llm.device.close()
+    llm.runtime.device.close()
     return replies
 
 

@@ -66,21 +66,21 @@ def test_logits_match_llama_cpp(tmp_path, adapter_gpu, name, label):  # noqa: F8
     tol = VARIANT_TOLERANCE.get(name, TOLERANCE[v["params"]["qtype"]])
     llm = LLM(str(path), context=v["context"], device=adapter_gpu.device, max_tokens_per_step=STEP)
     assert llm.context == v["context"]
-    vocab = llm.config.vocab_size
+    vocab = llm.runtime.config.vocab_size
     for k, prompt in enumerate(v["prompts"]):
         tokens, positions = prompt["tokens"], prompt["positions"]
         want = np.array(prompt["logits"])
         # One prefill, in chunks of STEP tokens.
-        with llm.slot() as slot:
-            rows = llm.prefill(slot, tokens, all_logits=True)
+        with llm.runtime.slot() as slot:
+            rows = llm.runtime.prefill(slot, tokens, all_logits=True)
         got = np.array([list(rows[p]) for p in positions])
         assert got.shape == (len(positions), vocab)
         for p, g, w in zip(positions, got, want):
             _compare(g, w, tol, f"{name} prompt {k} prefill position {p}")
         # Token by token.
-        with llm.slot() as slot:
+        with llm.runtime.slot() as slot:
             for i, tok in enumerate(tokens):
-                row = llm.engine.step([Feed(slot, [tok], i)])[0]
+                row = llm.runtime.engine.step([Feed(slot, [tok], i)])[0]
                 if i in positions:
                     _compare(np.array(list(row)), want[positions.index(i)], tol,
                              f"{name} prompt {k} decode position {i}")

@@ -27,7 +27,7 @@ def path(request, tmp_path_factory) -> Path:
 def test_a_restored_conversation_answers_as_one_computed_from_scratch(path, adapter_gpu, tmp_path):  # noqa: F811
     saved = tmp_path / "chat.kv"
     first = LLM(str(path), context=256, device=adapter_gpu.device)
-    answer, _ = reply(first, FIRST, max_tokens=1 if first.engine.kv.stateful else 6)
+    answer, _ = reply(first, FIRST, max_tokens=1 if first.runtime.engine.kv.stateful else 6)
     held = len(first.conversation.tokens)
     result = first.save_chat(saved)
     assert (result.tokens, result.written) == (held, held) and saved.stat().st_size == result.nbytes
@@ -43,16 +43,16 @@ def test_a_restored_conversation_answers_as_one_computed_from_scratch(path, adap
     # positions equal those of the whole sequence computed at once.
     assert later.restore_chat(saved) == held
     ids = later.conversation.tokens + [3, 5, 8, 13, 21, 34, 55, 89, 144]
-    got = later.prefill(later.conversation.slot, ids[held:], start=held, all_logits=True)
+    got = later.runtime.prefill(later.conversation.slot, ids[held:], start=held, all_logits=True)
     fresh.reset_chat()
-    with fresh.slot() as slot:
-        want = fresh.prefill(slot, ids, all_logits=True)[held:]
+    with fresh.runtime.slot() as slot:
+        want = fresh.runtime.prefill(slot, ids, all_logits=True)[held:]
     np.testing.assert_allclose(np.array(got), np.array(want), rtol=0, atol=2e-3 * float(np.abs(want).max()))
 
 
 def test_a_later_save_writes_only_what_changed_and_equals_a_whole_save(path, adapter_gpu, tmp_path):  # noqa: F811
     llm = LLM(str(path), context=256, device=adapter_gpu.device)
-    stateful = llm.engine.kv.stateful
+    stateful = llm.runtime.engine.kv.stateful
     answer, _ = reply(llm, FIRST, max_tokens=1 if stateful else 6)
     kept = tmp_path / "kept.kv"
     llm.save_chat(kept)
@@ -111,9 +111,9 @@ def test_on_prefill_returning_false_stops_the_reply_before_the_next_step(adapter
         heard.append(done)
         return len(heard) < 3
 
-    steps = llm.engine.stats["steps"]
+    steps = llm.runtime.engine.stats["steps"]
     events = list(llm.chat(FIRST, max_tokens=4, on_prefill=stop_after_two_steps))
-    assert heard == [0, 16, 32] and llm.engine.stats["steps"] - steps == 2  # the third step never ran
+    assert heard == [0, 16, 32] and llm.runtime.engine.stats["steps"] - steps == 2  # the third step never ran
     assert [e.token for e in events if e.token is not None] == []
     assert events[-1].finish_reason == "abort" and events[-1].usage["completion_tokens"] == 0
     again = list(llm.chat(FIRST, max_tokens=1))

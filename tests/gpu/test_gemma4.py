@@ -27,7 +27,8 @@ def path(tmp_path_factory):
 
 def test_three_sequences_batched_equal_each_alone(path, adapter_gpu):  # noqa: F811
     llm = LLM(str(path), context=128, n_slots=4, max_tokens_per_step=16, device=adapter_gpu.device)
-    assert llm.engine.kv.k[4] is None and llm.engine.kv.k[3] is not None  # layers 4-6 read layers 2 and 3
+    kv = llm.runtime.engine.kv
+    assert kv.k[4] is None and kv.k[3] is not None  # layers 4-6 read layers 2 and 3
     batched_equal_alone(llm)
 
 

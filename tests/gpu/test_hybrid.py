@@ -45,11 +45,11 @@ def prompt(seed: int, n: int) -> list[int]:
 
 def alone(llm: LLM, tokens: list[int]) -> np.ndarray:
     """Every position's logits, one token per step."""
-    slot = llm.engine.kv.new_slot()
+    slot = llm.runtime.engine.kv.new_slot()
     try:
-        return np.array([list(llm.engine.step([Feed(slot, [t], i)])[0]) for i, t in enumerate(tokens)])
+        return np.array([list(llm.runtime.engine.step([Feed(slot, [t], i)])[0]) for i, t in enumerate(tokens)])
     finally:
-        llm.engine.kv.free_slot(slot)
+        llm.runtime.engine.kv.free_slot(slot)
 
 
 def close(got, want, what: str) -> None:
@@ -66,7 +66,7 @@ def batched_equal_alone(llm: LLM) -> None:
     """Three sequences side by side, each step's logits equal to each sequence's alone."""
     prompts = [prompt(1, 23), prompt(2, 9), prompt(3, 30)]
     want = [alone(llm, p) for p in prompts]
-    kv = llm.engine.kv
+    kv = llm.runtime.engine.kv
     slots = [kv.new_slot() for _ in prompts]
     try:
         done = [0, 0, 0]
@@ -78,7 +78,7 @@ def batched_equal_alone(llm: LLM) -> None:
                     take = chunk if done[i] < 12 else 1
                     feeds.append(Feed(slots[i], p[done[i]:done[i] + take], done[i], all_logits=True))
                     which.append(i)
-            for i, f, out in zip(which, feeds, llm.engine.step(feeds)):
+            for i, f, out in zip(which, feeds, llm.runtime.engine.step(feeds)):
                 rows = np.array(out).reshape(len(f.tokens), -1)
                 close(rows, want[i][f.start:f.start + len(f.tokens)], f"sequence {i} at {f.start}")
                 done[i] += len(f.tokens)
@@ -90,27 +90,27 @@ def batched_equal_alone(llm: LLM) -> None:
 def test_chunked_prefill_equals_token_by_token(llm):
     tokens = prompt(4, 40)
     want = alone(llm, tokens)
-    with llm.slot() as slot:
-        got = llm.prefill(slot, tokens, all_logits=True)  # chunks of 16
+    with llm.runtime.slot() as slot:
+        got = llm.runtime.prefill(slot, tokens, all_logits=True)  # chunks of 16
     close([list(r) for r in got], want, "chunked")
 
 
 def test_a_step_must_continue_where_the_state_stands(llm):
     tokens = prompt(5, 10)
-    with llm.slot() as slot:
-        llm.prefill(slot, tokens)
-        assert llm.engine.kv.state_position(slot) == 10
+    with llm.runtime.slot() as slot:
+        llm.runtime.prefill(slot, tokens)
+        assert llm.runtime.engine.kv.state_position(slot) == 10
         with pytest.raises(LLMChatError, match="cannot be rewound"):
-            llm.engine.step([Feed(slot, [7], 6)])
+            llm.runtime.engine.step([Feed(slot, [7], 6)])
         # Restarting from 0 is always allowed; the slot's old state is not read.
-        got = llm.prefill(slot, tokens[:5], all_logits=True)
+        got = llm.runtime.prefill(slot, tokens[:5], all_logits=True)
     close([list(r) for r in got], alone(llm, tokens[:5]), "restarted slot")
 
 
 def test_truncation_recomputes_from_the_start(llm):
-    kv = llm.engine.kv
-    with llm.slot() as slot:
-        llm.prefill(slot, prompt(6, 20))
+    kv = llm.runtime.engine.kv
+    with llm.runtime.slot() as slot:
+        llm.runtime.prefill(slot, prompt(6, 20))
         assert kv.truncate(slot, 20) == 20  # nothing cut: kept
         assert kv.truncate(slot, 12) == 0  # the state cannot go back to 12
         assert kv.state_position(slot) == 0
@@ -122,34 +122,34 @@ def test_fork_copies_the_state(llm, at):
     last block."""
     tokens = prompt(7, 45)
     want = alone(llm, tokens)
-    kv = llm.engine.kv
-    with llm.slot() as parent:
-        llm.prefill(parent, tokens[:at])
+    kv = llm.runtime.engine.kv
+    with llm.runtime.slot() as parent:
+        llm.runtime.prefill(parent, tokens[:at])
         assert not kv.can_fork(parent, 16)  # the state stands at `at`
         with pytest.raises(LLMChatError, match="cannot be forked"):
             kv.fork(parent, 16)
         child = kv.fork(parent, at)
         try:
             # The parent moves on with other tokens: the child's state and last block are its own copies.
-            llm.prefill(parent, prompt(8, 8), start=at)
-            got = llm.prefill(child, tokens[at:], start=at, all_logits=True)
+            llm.runtime.prefill(parent, prompt(8, 8), start=at)
+            got = llm.runtime.prefill(child, tokens[at:], start=at, all_logits=True)
         finally:
             kv.free_slot(child)
     close([list(r) for r in got], want[at:], "forked child")
 
 
 def test_prefix_cache_shares_only_where_a_state_stands(llm):
-    kv = llm.engine.kv
+    kv = llm.runtime.engine.kv
     cache = PrefixCache(kv, max_entries=2)
     tokens = prompt(9, 50)
     other = tokens[:20] + prompt(11, 10)  # shares 20 tokens, but its state stands at 30
     for held, cached in ((tokens[:32], 32), (tokens[:37], 37), (other, 0)):
         slot = kv.new_slot()
-        llm.prefill(slot, held)
+        llm.runtime.prefill(slot, held)
         cache.insert(slot, held)
         lease = cache.lease(tokens)
         assert lease.cached == cached
-        got = llm.prefill(lease.slot, tokens[cached:], start=cached, all_logits=True)
+        got = llm.runtime.prefill(lease.slot, tokens[cached:], start=cached, all_logits=True)
         close([list(r) for r in got], alone(llm, tokens)[cached:], f"after a {len(held)}-token entry")
         kv.free_slot(lease.slot)
         cache.clear()

@@ -27,9 +27,9 @@ def app(tmp_path_factory, adapter_gpu):  # noqa: F811
     root = tmp_path_factory.mktemp("fuzz")
     path = write_model(root / "tiny.gguf")
     llm = LLM(str(path), context=64, n_slots=8, max_tokens_per_step=32, device=adapter_gpu.device)
-    scheduler = Scheduler(llm.engine, llm.tokenizer, max_batch=4, max_queue=16, prefill_chunk=8)
+    scheduler = Scheduler(llm.runtime.engine, llm.tokenizer, max_batch=4, max_queue=16, prefill_chunk=8)
     scheduler.start()
-    yield create_app(scheduler, model_info(llm, "tiny", str(path)), ServerOptions(web_dir=root))
+    yield create_app(scheduler, model_info(llm.runtime, "tiny", str(path)), ServerOptions(web_dir=root))
     scheduler.stop()
     assert scheduler.failure is None
 

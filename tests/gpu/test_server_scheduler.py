@@ -105,7 +105,7 @@ def test_choices_share_the_prompt_and_evictions_make_room(llm):
         assert got.ends[1].cached_tokens == 32  # the second choice forked the first one's whole blocks
         assert scheduler.cache.match(prompt)[1] == 32
         # Two more long, unrelated sequences need all 8 blocks: the cached prompt must be evicted.
-        kv = llm.engine.kv
+        kv = llm.runtime.engine.kv
         assert kv.n_blocks == 8
         others = [[200 + i] * 40 for i in range(2)]
         got = Collector(2)
@@ -120,7 +120,7 @@ def test_choices_share_the_prompt_and_evictions_make_room(llm):
 
 def test_cancel_while_waiting_prefilling_and_decoding(llm):
     scheduler = _scheduler(llm, max_batch=1, prefill_chunk=2)
-    kv = llm.engine.kv
+    kv = llm.runtime.engine.kv
     free = kv.free_slots
     try:
         got = Collector(3, hold=True)
@@ -154,7 +154,7 @@ def test_refusals_at_the_door(llm):
     scheduler = _scheduler(llm, max_batch=1, max_queue=2)
     try:
         sink = Collector(1)
-        for bad in ([], [llm.config.vocab_size]):
+        for bad in ([], [llm.runtime.config.vocab_size]):
             with pytest.raises(InvalidRequestError):
                 scheduler.submit([_greedy(bad, 1)], sink)
         with pytest.raises(InvalidRequestError):
@@ -215,4 +215,4 @@ def test_stop_fails_what_is_left(llm):
     scheduler.stop()
     got.wait(5)
     assert sum(isinstance(e, ErrorEvent) and isinstance(e.error, SchedulerStoppedError) for e in got.ends) >= 2
-    assert llm.engine.kv.free_slots == llm.engine.kv.n_slots  # every slot back, the cache emptied
+    assert llm.runtime.engine.kv.free_slots == llm.runtime.engine.kv.n_slots  # every slot back, the cache emptied

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from starlette.testclient import TestClient
 
 from llmchat.api import LLM
+from llmchat.chat.template import ChatTemplate
 from llmchat.server import Scheduler, ServerOptions, create_app, model_info
 from llmchat.server.guard import HostPolicy
 from llmchat.server.static import parse_ranges
@@ -29,9 +30,9 @@ def setup(tmp_path_factory, adapter_gpu):  # noqa: F811
     path = write_model(root / "tiny.gguf")
     (root / "f.bin").write_bytes(bytes(range(256)) * 4)
     llm = LLM(str(path), context=64, n_slots=8, max_tokens_per_step=32, device=adapter_gpu.device)
-    scheduler = Scheduler(llm.engine, llm.tokenizer, max_batch=4, max_queue=16, prefill_chunk=8)
+    scheduler = Scheduler(llm.runtime.engine, llm.tokenizer, max_batch=4, max_queue=16, prefill_chunk=8)
     scheduler.start()
-    info = model_info(llm, "tiny", str(path))
+    info = model_info(llm.runtime, "tiny", str(path))
     app = create_app(scheduler, info, ServerOptions(web_dir=root, models_dir=root, max_body=1 << 20))
 
     @app.get("/v1/test-crash")
@@ -160,28 +161,22 @@ def test_bad_messages_are_refused(setup, message):
     assert_json_error(post(client, "/v1/chat/completions", chat(messages=[message])), 400)
 
 
-def test_template_failure_says_what_is_wrong(setup):
+def test_template_failure_says_what_is_wrong(setup, monkeypatch):
     client, llm = setup
-    from llmchat.chat.template import ChatTemplate
     # A template that trips a Python error on a message without text (SmolLM2's does this for tool calls).
-    llm.template = ChatTemplate("{% for m in messages %}{{ '<' + m['role'] + '>' + m['content'] }}{% endfor %}")
-    try:
-        error = assert_json_error(post(client, "/v1/chat/completions", chat(
-            messages=[{"role": "assistant", "tool_calls": [{"id": "1"}]}, {"role": "user", "content": "hi"}])), 400)
-    finally:
-        del llm.template
+    monkeypatch.setattr(llm.runtime, "template",
+                        ChatTemplate("{% for m in messages %}{{ '<' + m['role'] + '>' + m['content'] }}{% endfor %}"))
+    error = assert_json_error(post(client, "/v1/chat/completions", chat(
+        messages=[{"role": "assistant", "tool_calls": [{"id": "1"}]}, {"role": "user", "content": "hi"}])), 400)
     assert "TypeError" not in error["message"] and "messages[0]" in error["message"]
 
 
-def test_a_template_that_never_ends_is_a_400_naming_the_limit(setup):
+def test_a_template_that_never_ends_is_a_400_naming_the_limit(setup, monkeypatch):
     client, llm = setup
-    from llmchat.chat.template import ChatTemplate
-    llm.template = ChatTemplate("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}"
-                                "{{ 'a' * 10**9 }}", name="tokenizer.chat_template")
-    try:
-        error = assert_json_error(post(client, "/v1/chat/completions", chat()), 400)
-    finally:
-        del llm.template
+    monkeypatch.setattr(llm.runtime, "template", ChatTemplate(
+        "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}{{ 'a' * 10**9 }}",
+        name="tokenizer.chat_template"))
+    error = assert_json_error(post(client, "/v1/chat/completions", chat()), 400)
     assert "tokenizer.chat_template" in error["message"] and "1,000,000 operations" in error["message"]
     assert client.get("/health").status_code == 200
 
@@ -220,14 +215,11 @@ def test_large_tools_are_refused_before_any_work(setup, monkeypatch):
 
 def test_a_template_that_writes_a_long_prompt_is_refused_before_tokenizing(setup, monkeypatch):
     client, llm = setup
-    from llmchat.chat.template import ChatTemplate
     calls = []
     monkeypatch.setattr(llm.tokenizer, "encode", lambda text, **k: calls.append(len(text)) or [1] * len(text))
-    llm.template = ChatTemplate("{% for i in range(2000) %}{{ 'padding ' * 100 }}{% endfor %}")
-    try:
-        error = assert_json_error(post(client, "/v1/chat/completions", chat()), 400)
-    finally:
-        del llm.template
+    monkeypatch.setattr(llm.runtime, "template",
+                        ChatTemplate("{% for i in range(2000) %}{{ 'padding ' * 100 }}{% endfor %}"))
+    error = assert_json_error(post(client, "/v1/chat/completions", chat()), 400)
     assert error["code"] == "context_length_exceeded" and calls == []
 
 

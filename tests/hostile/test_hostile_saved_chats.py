@@ -32,7 +32,7 @@ def test_files_that_do_not_fit_are_refused_and_the_conversation_kept(family, ada
     path = write_model(tmp_path / "m.gguf", **FAMILIES[family])
     other = write_model(tmp_path / "other.gguf", n_layer=3, n_embd=64, n_head=4, n_kv_head=2, seed=3)
     llm = LLM(str(path), context=256, device=adapter_gpu.device)
-    stateful = llm.engine.kv.stateful
+    stateful = llm.runtime.engine.kv.stateful
     assert stateful == (family != "llama")
     # One token: its text reads back as the same token, so a state (which cannot be cut back) is found whole.
     answer, _ = reply(llm, FIRST, max_tokens=1 if stateful else 6)
@@ -95,7 +95,7 @@ def test_files_that_do_not_fit_are_refused_and_the_conversation_kept(family, ada
     with pytest.raises(ChatCacheError, match="cache of"):  # another model: here, blocks of another size
         LLM(str(other), context=256, device=adapter_gpu.device).restore_chat(good, identity="etag-1")
     with pytest.raises(ChatCacheError, match="f16 cache|f32 cache"):
-        other_type = "f32" if llm.engine.kv.dtype == "f16" else "f16"
+        other_type = "f32" if llm.runtime.engine.kv.dtype == "f16" else "f16"
         if other_type == "f16" and not adapter_gpu.device.info.f16:
             pytest.skip("the adapter has no shader-f16 for a cache of the other type")
         LLM(str(path), context=256, device=adapter_gpu.device, kv_type=other_type).restore_chat(good, identity="etag-1")

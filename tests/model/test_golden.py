@@ -101,7 +101,7 @@ def test_last_position_logits(llms, name, index, profile, kv):
     case = golden.reference["prompts"][index]
     llm = llms(name, profile=profile, kv_type=other_kv_type(kv))
     if profile:
-        assert llm.device.info.profile == profile and not llm.device.info.subgroups
+        assert llm.runtime.device.info.profile == profile and not llm.runtime.device.info.subgroups
     ids, logits = llm.logits(case["text"])
     assert ids == case["ids"]
     logits = np.asarray(logits)
@@ -147,7 +147,7 @@ def test_int8_dot_products(llms):
         pytest.skip("the adapter has no packed_4x8_integer_dot_product")
     golden = MODELS["smollm2"]
     llm = llms("smollm2", int8_dot=True)
-    forced = {k: v for k, v in llm.tuning.choices.items() if v["by"] == "forced"}
+    forced = {k: v for k, v in llm.runtime.tuning.choices.items() if v["by"] == "forced"}
     assert "matvec/Q4_1" in forced and all("dot='i8'" in v["variant"] for v in forced.values())
     for case in golden.reference["prompts"]:
         ids, logits = llm.logits(case["text"])

@@ -11,7 +11,7 @@ from gpu_util import adapter_gpu, gpu  # noqa: F401 (fixtures)
 from cli_util import llmchat, ok
 
 from llmchat.runtime import roofline
-from llmchat.api import LLM
+from llmchat.runtime.runtime import LoadOptions, Runtime
 from llmchat.gpu.kvlayout import CACHE_TYPES
 
 
@@ -42,7 +42,7 @@ def test_stream_probes_measure_bandwidth_and_copy_for_real(gpu):  # noqa: F811
 
 @pytest.fixture(scope="module")
 def smollm2(smollm2_path, adapter_gpu):  # noqa: F811
-    return LLM(str(smollm2_path), context=512, device=adapter_gpu.device)
+    return Runtime(str(smollm2_path), LoadOptions(context=512), adapter_gpu.device)
 
 
 @pytest.mark.model
@@ -50,7 +50,7 @@ def test_decode_step_traffic_counts_every_weight_once(smollm2):
     """The step's weight bytes, summed from what each dispatch says it reads, are the model's weights: every matrix
     once, the tied embedding table once more as the output projection, and one embedding row; norms count as
     other reads."""
-    program = smollm2.decode_program(256)
+    program = smollm2.engine.decode_program(256)
     assert all(d.traffic is not None for d in program.dispatches)
     model = smollm2.model
     weights = sum(d.traffic.weights for d in program.dispatches)

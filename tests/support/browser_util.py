@@ -102,4 +102,4 @@ def native_greedy(path: Path, prompt: str, tokens: int, **options) -> list[int]:
     try:
         return [e.token for e in llm.generate(prompt, max_tokens=tokens, ignore_eos=True) if e.token is not None]
     finally:
-        llm.device.close()
+        llm.runtime.device.close()

@@ -51,15 +51,15 @@ def test_tiny_model_has_the_layout_and_loads(tmp_path, shape, file_type):
     assert ("rope_freqs.weight" in types) == (s.arch == "llama")
 
     llm = LLM(str(path), context=256)
-    assert llm.config.vocab_size == s.vocab and llm.config.n_layer == s.n_layer
-    ids = llm.encode_prompt("The history of Paris")
+    assert llm.runtime.config.vocab_size == s.vocab and llm.runtime.config.n_layer == s.n_layer
+    ids = llm.runtime.encode_prompt("The history of Paris")
     assert ids and all(0 <= i < 264 for i in ids)  # byte-level tokens, never the padding
-    [logits] = llm.engine.step([llm_feed(llm, ids)])
+    [logits] = llm.runtime.engine.step([llm_feed(llm, ids)])
     assert len(logits) == s.vocab and all(math.isfinite(x) for x in logits)
     assert max(logits) - min(logits) > 1e-3  # random weights, not zeros
 
 
 def llm_feed(llm, ids):
     from llmchat.runtime.engine import Feed
-    slot = llm.engine.kv.new_slot()
+    slot = llm.runtime.engine.kv.new_slot()
     return Feed(slot, ids, 0)

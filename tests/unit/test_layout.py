@@ -1,6 +1,7 @@
 """The package's shape, drawn from core/'s source (imports inside functions included, `if TYPE_CHECKING:` blocks
 left out, since they never run): no import cycle between modules, no package importing one above it in the
-layering, no private name imported from another module, and no hand-written module over 600 lines."""
+layering, no private name imported from another module, no hand-written module over 600 lines, and no class built
+on another module's class unless that class is a contract made to be built on."""
 from __future__ import annotations
 
 import ast
@@ -34,6 +35,22 @@ LAYERS = (
     {"__main__"},
 )
 LAYER = {unit: i for i, units in enumerate(LAYERS) for unit in units} | {PACKAGE: len(LAYERS)}
+
+# The classes of core/ that other modules' classes may subclass, each a contract whose subclasses fill in what it
+# leaves open. Any other class is used by holding it (an `LLM` holds its `Runtime`) and calling its public methods.
+CONTRACTS = {
+    "llmchat.errors": "the error family: a refusal's class says its status and codes",
+    "llmchat.gguf.config.ModelConfig": "each model file's own config",
+    "llmchat.gguf.sources.Source": "a byte source: file, HTTP Range, memory, the browser's store",
+    "llmchat.gpu.device.Device": "the device contract: native (wgpu-py) and browser (WebGPU)",
+    "llmchat.gpu.device.Program": "a recorded program, as each device replays it",
+    "llmchat.tokenizer.model.TokenizerModel": "a vocabulary's kind: BPE, SentencePiece, WordPiece, unigram",
+    "llmchat.chat.tools.base.ToolFormat": "a template's tool-call convention",
+    "llmchat.chat.tools.native.Hermes": "Hermes's convention, which SmolLM3's varies",
+    "llmchat.grammar.schema_document.SchemaDocument": "a JSON Schema document walked by what converts it",
+    "llmchat.runtime.generation.Generation": "a sequence in the generation loop; the scheduler's adds when it was "
+                                             "submitted and where its events go, and calls its public methods only",
+}
 
 
 @dataclass(frozen=True)
@@ -183,6 +200,42 @@ def test_no_hand_written_module_is_over_600_lines():
         if lines > MAX_LINES and path.relative_to(CORE).as_posix() not in GENERATED:
             long.append(f"{path.relative_to(ROOT)}: {lines} lines, over {MAX_LINES}; split it by job")
     assert not long, "\n".join(long)
+
+
+def test_a_class_subclasses_another_modules_class_only_when_that_class_is_a_contract():
+    classes = {module: {n.name for n in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+                        if isinstance(n, ast.ClassDef)} for module, path in _modules().items()}
+
+    def home(module: str, name: str) -> str | None:
+        """Where the class `name` taken from `module` is defined (a package may re-export it from a module below)."""
+        for m in sorted(classes, key=len):
+            if (m == module or m.startswith(module + ".")) and name in classes[m]:
+                return f"{m}.{name}"
+        return None
+
+    built_on = []
+    for module, path in _modules().items():
+        is_package, taken = path.name == "__init__.py", {}
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):  # what each local name stands for: a class or a module of core
+            if isinstance(node, ast.ImportFrom) and _absolute(node, module, is_package).startswith(PACKAGE + "."):
+                base = _absolute(node, module, is_package)
+                taken |= {alias.asname or alias.name: (base, alias.name) for alias in node.names}
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.ClassDef):
+                continue
+            for b in node.bases:
+                if isinstance(b, ast.Name) and b.id in taken:
+                    parent = home(*taken[b.id])
+                elif isinstance(b, ast.Attribute) and isinstance(b.value, ast.Name) and b.value.id in taken:
+                    parent = home(".".join(taken[b.value.id]), b.attr)
+                else:
+                    continue
+                if parent and parent.rsplit(".", 1)[0] != module and \
+                        not any(parent == c or parent.startswith(c + ".") for c in CONTRACTS):
+                    built_on.append(f"{path.relative_to(ROOT)}:{node.lineno}: {node.name} subclasses {parent}, "
+                                    "which is not a contract (CONTRACTS): hold one and call its public methods")
+    assert not built_on, "\n".join(built_on)
 
 
 def _strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:

@@ -78,19 +78,19 @@ def test_forward_matches_numpy(tmp_path, device, monkeypatch, case, forced):
     path = write_model(tmp_path / "m.gguf", arch=arch, label=arch, qtype=qtype, types=types, tied=tied,
                        n_kv_head=1 + (arch == "qwen2"), **shape)
     llm = LLM(str(path), device=device, context=128, max_tokens_per_step=8, fold_norms=fold, kv_type=setup)
-    assert llm.engine.kv.dtype == setup
+    assert llm.runtime.engine.kv.dtype == setup
     ref = ReferenceLlama(str(path), setup).forward(PROMPT)
-    with llm.slot() as slot:
-        rows = llm.prefill(slot, PROMPT, all_logits=True)  # 19 tokens: chunks of 8, 8, 3
+    with llm.runtime.slot() as slot:
+        rows = llm.runtime.prefill(slot, PROMPT, all_logits=True)  # 19 tokens: chunks of 8, 8, 3
     got = np.array([list(r) for r in rows])
     assert got.shape == ref.shape
     err = np.abs(got - ref).max() / np.abs(ref).max()
     assert err < 1e-4, err
     # Decoding token by token after a prefill gives the same logits as the all-at-once pass.
-    with llm.slot() as slot:
-        llm.prefill(slot, PROMPT[:10])
+    with llm.runtime.slot() as slot:
+        llm.runtime.prefill(slot, PROMPT[:10])
         for i in range(10, len(PROMPT)):
-            row = np.array(list(llm.engine.step([Feed(slot, [PROMPT[i]], i)])[0]))
+            row = np.array(list(llm.runtime.engine.step([Feed(slot, [PROMPT[i]], i)])[0]))
             assert np.abs(row - ref[i]).max() / np.abs(ref).max() < 1e-4
 
 
@@ -99,11 +99,11 @@ def test_batched_sequences_match_alone(tmp_path, device, setup):
     llm = LLM(str(path), device=device, context=64, n_slots=3, max_tokens_per_step=16, kv_type=setup)
     ref = ReferenceLlama(str(path), setup)
     prompts = [PROMPT[:5], PROMPT[3:12], PROMPT[7:9]]
-    slots = [llm.engine.kv.new_slot() for _ in prompts]
+    slots = [llm.runtime.engine.kv.new_slot() for _ in prompts]
     # One step prefills all three sequences together (mixed lengths), the next decodes them together.
-    rows = llm.engine.step([Feed(s, p, 0) for s, p in zip(slots, prompts)])
+    rows = llm.runtime.engine.step([Feed(s, p, 0) for s, p in zip(slots, prompts)])
     nxt = [17, 18, 19]
-    rows2 = llm.engine.step([Feed(s, [t], len(p)) for s, p, t in zip(slots, prompts, nxt)])
+    rows2 = llm.runtime.engine.step([Feed(s, [t], len(p)) for s, p, t in zip(slots, prompts, nxt)])
     for p, r1, r2, t in zip(prompts, rows, rows2, nxt):
         want = ref.forward(p + [t])
         scale = np.abs(want).max()
@@ -116,23 +116,23 @@ def test_feeds_without_logits(tmp_path, device):
     get theirs in order, and what it cached is what later steps attend to."""
     path = write_model(tmp_path / "m.gguf", qtype=Q.Q8_0)
     llm = LLM(str(path), device=device, context=64, n_slots=2, max_tokens_per_step=16)
-    ref = ReferenceLlama(str(path), llm.engine.kv.dtype)
-    a, b = llm.engine.kv.new_slot(), llm.engine.kv.new_slot()
+    ref = ReferenceLlama(str(path), llm.runtime.engine.kv.dtype)
+    a, b = llm.runtime.engine.kv.new_slot(), llm.runtime.engine.kv.new_slot()
 
     def close(row, tokens):
         want = ref.forward(tokens)[-1]
         return np.abs(np.array(list(row)) - want).max() / np.abs(want).max() < 1e-4
 
-    rows = llm.engine.step([Feed(a, PROMPT[:6], 0, logits=False), Feed(b, PROMPT[:4], 0)])
+    rows = llm.runtime.engine.step([Feed(a, PROMPT[:6], 0, logits=False), Feed(b, PROMPT[:4], 0)])
     assert rows[0] is None and close(rows[1], PROMPT[:4])
-    tops = llm.engine.step([Feed(b, [PROMPT[4]], 4, logits=False), Feed(a, PROMPT[6:9], 6)], top_k=4)
+    tops = llm.runtime.engine.step([Feed(b, [PROMPT[4]], 4, logits=False), Feed(a, PROMPT[6:9], 6)], top_k=4)
     assert tops[0] is None
     assert tops[1].indices[0] == int(np.argmax(ref.forward(PROMPT[:9])[-1]))
-    assert llm.engine.step([Feed(a, [PROMPT[9]], 9, logits=False)]) == [None]
-    assert close(llm.engine.step([Feed(a, [PROMPT[10]], 10)])[0], PROMPT[:11])
-    assert close(llm.engine.step([Feed(b, [PROMPT[5]], 5)])[0], PROMPT[:6])
+    assert llm.runtime.engine.step([Feed(a, [PROMPT[9]], 9, logits=False)]) == [None]
+    assert close(llm.runtime.engine.step([Feed(a, [PROMPT[10]], 10)])[0], PROMPT[:11])
+    assert close(llm.runtime.engine.step([Feed(b, [PROMPT[5]], 5)])[0], PROMPT[:6])
     with pytest.raises(LLMChatError, match="every token and for none"):
-        llm.engine.step([Feed(a, [PROMPT[11]], 11, all_logits=True, logits=False)])
+        llm.runtime.engine.step([Feed(a, [PROMPT[11]], 11, all_logits=True, logits=False)])
 
 
 def test_generate_streams_and_stops(tmp_path, device):
@@ -143,7 +143,7 @@ def test_generate_streams_and_stops(tmp_path, device):
     assert events[-1].usage["completion_tokens"] <= 12
     greedy = [e.token for e in events if e.token is not None]
     # Greedy decoding equals the argmax of the numpy reference, step by step.
-    ids = llm.encode_prompt("hello")
+    ids = llm.runtime.encode_prompt("hello")
     ref = ReferenceLlama(str(path))
     for tok in greedy[:4]:
         assert tok == int(np.argmax(ref.forward(ids)[-1]))
@@ -203,12 +203,12 @@ def test_gated_units_apart_match_numpy(tmp_path, device, monkeypatch):
     monkeypatch.setattr(Variants, "fuse_gated", property(lambda self: False))
     path = write_model(tmp_path / "m.gguf", qtype=Q.Q8_0)
     llm = LLM(str(path), device=device, context=64, max_tokens_per_step=8, fold_norms=True)
-    assert all(len(b.ffn_gate_up) == 2 for b in llm.model.blk)
-    ref = ReferenceLlama(str(path), llm.engine.kv.dtype).forward(PROMPT)
-    with llm.slot() as slot:
-        got = np.array([list(r) for r in llm.prefill(slot, PROMPT, all_logits=True)])
+    assert all(len(b.ffn_gate_up) == 2 for b in llm.runtime.model.blk)
+    ref = ReferenceLlama(str(path), llm.runtime.engine.kv.dtype).forward(PROMPT)
+    with llm.runtime.slot() as slot:
+        got = np.array([list(r) for r in llm.runtime.prefill(slot, PROMPT, all_logits=True)])
     assert np.abs(got - ref).max() / np.abs(ref).max() < 1e-4
-    kernels = {d.kernel.name for d in llm.decode_program(8).dispatches}
+    kernels = {d.kernel.name for d in llm.runtime.engine.decode_program(8).dispatches}
     matmuls = [name for name in kernels if name.startswith("matmul")]
     assert matmuls and not any("[MODE=2]" in name for name in matmuls), matmuls
     assert any(name.startswith("glu") for name in kernels), kernels
@@ -220,7 +220,7 @@ def test_a_prepared_program_is_recorded_once_and_built_when_asked(tmp_path, devi
     the native engine's in test_browser_shared.py)."""
     path = write_model(tmp_path / "m.gguf", qtype=Q.Q8_0)
     llm = LLM(str(path), device=device, context=256)
-    engine, recorded = llm.engine, []
+    engine, recorded = llm.runtime.engine, []
     record = engine._record
     monkeypatch.setattr(engine, "_record", lambda *key: recorded.append(key) or record(*key))
     engine.prepare(8, 1, 1, 128)

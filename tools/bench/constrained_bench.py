@@ -51,7 +51,7 @@ def main() -> None:
                                                            response_format=fmt))
         grammar = timings.get("grammar", {})
         llm.reset_chat()
-        ids = llm.encode_messages(messages)
+        ids = llm.runtime.encode_messages(messages)
         _, free, _ = decode_rate(llm.generate(ids, max_tokens=max(2, count), ignore_eos=True))
         rows.append({"schema": path.stem, "tokens": count, "first_run_s": round(first_s, 3),
                      "constrained_tok_s": round(constrained, 2), "free_tok_s": round(free, 2),
@@ -60,7 +60,7 @@ def main() -> None:
                      "mask_ms_per_token": round(1e3 * grammar.get("mask_s", 0) / max(1, count), 3)})
         print(json.dumps(rows[-1]), flush=True)
     ratios = [r["ratio"] for r in rows if r["ratio"]]
-    print(json.dumps({"summary": {"schemas": len(rows), "adapter": llm.device.info.name,
+    print(json.dumps({"summary": {"schemas": len(rows), "adapter": llm.runtime.device.info.name,
                                   "median_ratio": statistics.median(ratios) if ratios else None,
                                   "median_mask_ms_per_token": statistics.median(r["mask_ms_per_token"] for r in rows),
                                   "row_reads": sum(r["row_reads"] or 0 for r in rows),

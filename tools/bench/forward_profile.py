@@ -33,12 +33,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     llm = LLM(resolve(args.model), context=2048)
-    eng, dev = llm.engine, llm.device
+    eng, dev = llm.runtime.engine, llm.runtime.device
     slot = eng.kv.new_slot()
     start = args.context
     eng.kv.reserve(slot, start + args.tokens)
     if eng.kv.stateful:  # a model with per-sequence state continues only where its state stands: compute up to there
-        llm.prefill(slot, [1] * start)
+        llm.runtime.prefill(slot, [1] * start)
     feed = Feed(slot, [1] * args.tokens, start)
     eng.step([feed], top_k=args.top_k)  # compiles, fills the token buffers
     program = eng.program(bucket(args.tokens), 1, args.top_k, eng.context_bucket(start + args.tokens))
