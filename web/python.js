@@ -42,6 +42,21 @@ export async function bootAndSnapshot(loadPyodide, options, wheels, files) {
   return { py, parts: [await snapshotTag(wheels), py.makeMemorySnapshot()] };
 }
 
+// Pyodide restored from `snapshot` (Pyodide's bytes, without our tag) by `loadPyodide` with `options`. Pyodide sizes
+// the heap for a snapshot with a setting its module never reads (the memory is declared in the wasm, not imported:
+// pyodide/pyodide#6254), so the heap starts at the build's 30 MiB and a snapshot of a heap that grew past that fails
+// to restore ("offset is out of bounds"); a boot that happened to grow the heap made a snapshot no load could use.
+// So the module is made here, the heap grown to the snapshot's size before Pyodide copies the snapshot in.
+export async function restoreSnapshot(loadPyodide, options, snapshot) {
+  const { default: createModule } = await import(options.indexURL + "pyodide.asm.mjs");
+  const grow = (module) => {
+    if (module.HEAP8.length < snapshot.length) module.growMemory(snapshot.length);
+  };
+  const createPyodideModule = (settings) => createModule(Object.assign(settings, {
+    preRun: [...settings.preRun, grow] }));
+  return loadPyodide({ ...options, _loadSnapshot: snapshot, createPyodideModule });
+}
+
 // `name` and the packages it depends on, from Pyodide's lock file: [{file_name, sha256, ...}]. All pure Python
 // (tools/build/build_web_dist.py serves no other): installWheels unpacks files and would not load a binary extension.
 export function requiredWheels(lock, name = "llmchat", seen = new Map()) {

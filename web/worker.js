@@ -35,7 +35,7 @@ import { requestGPU } from "./gpu.js";
 import { ModelError, ModelStore, checkQuota, sha256Hex, storageName } from "./model-store.js";
 import { chatsDir } from "./stored-models.js";
 import { shardNumber } from "./shards.js";
-import { SERVED_SNAPSHOT, SNAPSHOT_FILE, bootAndSnapshot, installWheels, requiredWheels, snapshotTag }
+import { SERVED_SNAPSHOT, SNAPSHOT_FILE, bootAndSnapshot, installWheels, requiredWheels, restoreSnapshot, snapshotTag }
   from "./python.js";
 
 let pyodide = null;
@@ -348,7 +348,7 @@ async function bootPython(pyodideURL, distURL) {
         return null;
       }
       try {
-        const py = await loadPyodide({ ...options, _loadSnapshot: saved.subarray(tag.length) });
+        const py = await restoreSnapshot(loadPyodide, options, saved.subarray(tag.length));
         installWheels(py, wheels, await files);
         python.start = start;
         return py;
