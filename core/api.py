@@ -15,16 +15,17 @@ import math
 import os
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from .chat.reply import Reply
 from .chat.structured import structured_constraint
-from .errors import ContextOverflowError, LLMChatError
+from .errors import ContextOverflowError, FieldError, LLMChatError
 from .gguf.file import GGUFFile, open_gguf
 from .gpu.device import Device
 from .gpu.profiles import Profile, get_profile
 from .grammar import Constraint
 from .hub.catalogue import resolve
+from .protocol import Piece, Request, read_event
 from .runtime import chat_cache, generation
 from .runtime.generation import FinishEvent, Generation, GenerationRequest
 from .runtime.memory import MemoryPlan, default_plan
@@ -122,6 +123,38 @@ class LLM:
         return {"ppl": math.exp(nll / n), "mean_nll": nll / n, "tokens": n}
 
     # -- generation ----------------------------------------------------------------------------------------------
+    def answer(self, request: Request, *, messages: Sequence[dict] | None = None,
+               prompt: str | list[int] | None = None, on_prefill: Callable[[int, int], bool | None] | None = None,
+               should_stop: Callable[[], bool] | None = None) -> Iterator[Piece]:
+        """Answer a checked request (llmchat.protocol.read_request, as the server reads one) with the protocol's
+        pieces, for llmchat.protocol.Completion to shape as OpenAI's answer: a chat request continues the `chat`
+        conversation with `messages`, a text completion completes `prompt` (text or token ids) in a slot of its
+        own. One choice (`n` 1); the scheduler runs many.
+
+        `on_prefill` hears the prompt's progress as in `chat`. `should_stop()` is asked before each prompt step
+        and before each token is given out: once it says true the reply ends with finish_reason "abort", no token
+        after it, its counts those of what was computed. The last piece carries the finish, the counts, a chat
+        reply's whole message and llmchat's timings (`extension["timings"]`)."""
+        if request.n != 1:
+            raise FieldError("one answer makes one choice; leave `n` out (LLM.scheduler runs many)", "n")
+
+        def make(ids: list[int], constraint: Constraint | None) -> GenerationRequest:
+            budget = request.max_tokens if request.max_tokens is not None else max(1, self.context - len(ids))
+            return request.generation(ids, budget, constraint)
+        if request.chat:
+            if messages is None:
+                raise FieldError("a chat request needs `messages`", "messages")
+            return self._chat(messages, request.chat_fields(), make, on_prefill, should_stop)
+        if isinstance(prompt, str):
+            ids = self.runtime.encode_prompt(prompt)
+        elif isinstance(prompt, list) and prompt and all(isinstance(t, int) and not isinstance(t, bool)
+                                                         for t in prompt):
+            ids = prompt
+        else:
+            raise FieldError("`prompt` must be a string or a non-empty list of token ids", "prompt")
+        constraint = structured_constraint(self.tokenizer, **request.structure)
+        return self._complete(ids, make(ids, constraint), on_prefill, should_stop)
+
     def generate(self, prompt: str | Sequence[dict] | list[int], *, max_tokens: int = 256,
                  stop: Sequence[str] = (), ignore_eos: bool = False, response_format=None, grammar=None,
                  json_schema=None, on_prefill: Callable[[int, int], bool | None] | None = None,
@@ -137,10 +170,9 @@ class LLM:
         else:
             ids = self.runtime.encode_messages(prompt)
         constraint = structured_constraint(self.tokenizer, response_format, grammar=grammar, json_schema=json_schema)
-        seq = self._generation(ids, max_tokens, stop, sampling, ignore_eos, constraint)
-        with self.runtime.slot() as slot:
-            seq.start(slot)
-            yield from self._run(seq, on_prefill)
+        request = GenerationRequest(ids, SamplingParams(**sampling), max_tokens, tuple(stop), ignore_eos=ignore_eos,
+                                    constraint=constraint)
+        return _stream_events(self._complete(ids, request, on_prefill))
 
     def chat(self, messages: Sequence[dict], *, max_tokens: int = 256, stop: Sequence[str] = (),
              response_format=None, tools=None, tool_choice=None, parallel_tool_calls=None,
@@ -159,25 +191,14 @@ class LLM:
         and in all (those found in the cache left out), so a slow device can show progress before the first
         token; it returns False to stop there (the reply then ends at once with finish_reason "abort"). Between
         tokens, stop reading the events."""
-        setup = self.runtime.prepare_chat(messages, response_format=response_format, grammar=grammar,
-                                  json_schema=json_schema, tools=tools, tool_choice=tool_choice,
-                                  parallel_tool_calls=parallel_tool_calls, template_kwargs=chat_template_kwargs)
-        ids = self.runtime.encode_chat(setup.prompt)
-        seq = self._generation(ids, max_tokens, stop, sampling, constraint=setup.constraint)
-        seq.start(*self.conversation.resume(ids))
-        reply = Reply(setup.parser())
-        for event in self._run(seq, on_prefill):
-            if event.finish_reason is None:
-                delta = reply.feed(event.text)
-            else:  # the conversation's cache first: a caller may stop reading at the last event
-                self.conversation.keep(seq.tokens[:seq.pos])
-                delta = reply.close(event.text)
-                event.finish_reason = reply.finish_reason(event.finish_reason)
-                event.message = reply.message()
-            event.text = delta.get("content", "")
-            event.reasoning = delta.get("reasoning_content", "")
-            event.tool_calls = delta.get("tool_calls", [])
-            yield event
+        fields = dict(response_format=response_format, grammar=grammar, json_schema=json_schema, tools=tools,
+                      tool_choice=tool_choice, parallel_tool_calls=parallel_tool_calls,
+                      template_kwargs=chat_template_kwargs)
+        params = SamplingParams(**sampling)
+
+        def make(ids: list[int], constraint: Constraint | None) -> GenerationRequest:
+            return GenerationRequest(ids, params, max_tokens, tuple(stop), constraint=constraint)
+        return _stream_events(self._chat(messages, fields, make, on_prefill))
 
     def reset_chat(self) -> None:
         """Forget the `chat` conversation (and free its KV cache blocks)."""
@@ -196,39 +217,75 @@ class LLM:
         saved for another model or is damaged; the current conversation is then kept."""
         return self.conversation.restore(file, identity)
 
-    def _generation(self, ids: list[int], max_tokens: int, stop: Sequence[str], sampling: dict,
-                    ignore_eos: bool = False, constraint: Constraint | None = None) -> Generation:
-        return self.runtime.generation(GenerationRequest(ids, SamplingParams(**sampling), max_tokens, tuple(stop),
-                                                 ignore_eos=ignore_eos, constraint=constraint))
+    def _chat(self, messages: Sequence[dict], fields: dict, make: Callable[..., GenerationRequest],
+              on_prefill=None, should_stop=None) -> Iterator[Piece]:
+        """The conversation's next reply to `messages` (`fields`: the chat layer's keywords), generated as
+        `make(prompt ids, constraint)` asks, its KV cache continued from the last turn and kept for the next."""
+        setup = self.runtime.prepare_chat(messages, **fields)
+        ids = self.runtime.encode_chat(setup.prompt)
+        seq = self.runtime.generation(make(ids, setup.constraint))
+        seq.start(*self.conversation.resume(ids))
+        for piece in self._pieces(seq, Reply(setup.parser()), on_prefill, should_stop):
+            if piece.finish_reason is not None:  # the conversation's cache first: a caller may stop reading here
+                self.conversation.keep(seq.tokens[:seq.pos])
+            yield piece
 
-    def _run(self, seq: Generation,
-             on_prefill: Callable[[int, int], bool | None] | None = None) -> Iterator[StreamEvent]:
-        """Drive `seq` through the shared generation loop, adding timings to its finish. Recording a step's program
-        (where its kernels compile, the first time a shape of step comes) is counted apart, as `compile_s`: the
-        prefill and decode rates are those of the steps themselves."""
+    def _complete(self, ids: list[int], request: GenerationRequest, on_prefill=None,
+                  should_stop=None) -> Iterator[Piece]:
+        seq = self.runtime.generation(request)
+        with self.runtime.slot() as slot:
+            seq.start(slot)
+            yield from self._pieces(seq, None, on_prefill, should_stop)
+
+    def _pieces(self, seq: Generation, reply: Reply | None, on_prefill=None, should_stop=None) -> Iterator[Piece]:
+        """Drive `seq` through the shared generation loop, each event read as the protocol's piece (a chat reply's
+        by `reply`), the finish with its timings. Recording a step's program (where its kernels compile, the first
+        time a shape of step comes) is counted apart, as `compile_s`: the prefill and decode rates are those of
+        the steps themselves."""
+        def prefill(done: int, total: int) -> bool | None:
+            if should_stop is not None and should_stop():
+                return False
+            return None if on_prefill is None else on_prefill(done, total)
         stats = self.runtime.engine.stats
         t0, t1, record0 = time.perf_counter(), None, stats["record_s"]
-        for event in generation.generate(self.runtime.engine, seq, on_prefill):
+        for event in generation.generate(self.runtime.engine, seq, prefill):
             if t1 is None:  # the first token is sampled: the prompt is in (host time counts decode steps only)
                 t1, host0, steps0, record1 = time.perf_counter(), stats["host_s"], stats["steps"], stats["record_s"]
             if isinstance(event, FinishEvent):
                 break
-            yield StreamEvent(event.text, event.token, event.logprob)
-        if event.text:  # held back for a stop string that never came, or an unfinished character (as U+FFFD)
-            yield StreamEvent(event.text)
+            if should_stop is not None and should_stop():
+                # Neither this token nor the text held back before it is given out, nor counted.
+                event = replace(seq.abort(), text="", completion_tokens=seq.generated - 1)
+                break
+            yield read_event(event, reply)
         t2, record2 = time.perf_counter(), stats["record_s"]
         decode_tokens = max(0, event.completion_tokens - 1)
         host_s, steps = stats["host_s"] - host0, stats["steps"] - steps0
         prefill_s, decode_s = t1 - t0 - (record1 - record0), t2 - t1 - (record2 - record1)
-        constraint = seq.request.constraint
-        yield StreamEvent("", finish_reason=event.reason, unenforced=constraint.unenforced if constraint else (),
-                          usage={"prompt_tokens": event.prompt_tokens, "completion_tokens": event.completion_tokens,
-                                 "cached_tokens": event.cached_tokens},
-                          timings={"load_s": self.runtime.load_s, "compile_s": record2 - record0,
-                                   "prefill_tok_s": (event.prompt_tokens - event.cached_tokens) / max(prefill_s, 1e-9),
-                                   "decode_tok_s": decode_tokens / max(decode_s, 1e-9) if decode_tokens else 0.0,
-                                   "host_ms_per_token": 1e3 * host_s / max(1, steps),
-                                   **({"grammar": dict(seq.constraint.stats)} if seq.constraint else {})})
+        piece = read_event(event, reply, seq.request.constraint)
+        piece.extension = {"timings": {
+            "load_s": self.runtime.load_s, "compile_s": record2 - record0,
+            "prefill_tok_s": (event.prompt_tokens - event.cached_tokens) / max(prefill_s, 1e-9),
+            "decode_tok_s": decode_tokens / max(decode_s, 1e-9) if decode_tokens else 0.0,
+            "host_ms_per_token": 1e3 * host_s / max(1, steps),
+            **({"grammar": dict(seq.constraint.stats)} if seq.constraint else {})}}
+        yield piece
+
+
+def _stream_events(pieces: Iterator[Piece]) -> Iterator[StreamEvent]:
+    """The Python API's events for the protocol's pieces: the text held back to the end (for a stop string that
+    never came, or an unfinished character, as U+FFFD) comes as an event of its own before the last."""
+    for piece in pieces:
+        parts = {"reasoning": piece.parts.get("reasoning_content", ""), "tool_calls": piece.parts.get("tool_calls", [])}
+        if piece.finish_reason is None:
+            yield StreamEvent(piece.text, piece.token, piece.logprob, **parts)
+            continue
+        if piece.text or piece.parts:
+            yield StreamEvent(piece.text, **parts)
+        counts = piece.counts
+        yield StreamEvent("", finish_reason=piece.finish_reason, message=piece.message, unenforced=piece.unenforced,
+                          usage={"prompt_tokens": counts.prompt_tokens, "completion_tokens": counts.completion_tokens,
+                                 "cached_tokens": counts.cached_tokens}, timings=piece.extension["timings"])
 
 
 def load(model: str, *, profile: str | Profile | None = None, **options) -> LLM:

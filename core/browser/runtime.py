@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict
 
 from ..api import LLM
 from .source import BrowserSource
@@ -22,7 +21,7 @@ from ..gpu.tune import MemoryStore
 from ..hub.catalogue import model_title
 from ..runtime.memory import plan_memory
 from ..models import model_config
-from ..protocol import Completion, Counts, Defaults, Piece, read_request
+from ..protocol import Completion, Defaults, Piece, read_request
 from ..tokenizer.pretokenize import SUPPORTED, get_pre_tokenizer
 
 # The tuner's results in OPFS (web/worker.js reads and writes it): {cache key: entry}, as gpu/tune.py keeps them.
@@ -159,8 +158,7 @@ def chat(request: str, emit, should_stop, cache=None) -> None:
     "kv_cache". `should_stop()`, a JS function whose promise gives the worker's event loop a turn first (a prompt's
     steps read nothing back from the GPU, so nothing else would let the stop message in), is awaited before each
     prompt step and before each token is sent: a stop (the stop button) ends the reply within a step, no token
-    after it, with finish_reason "abort", as WebLLM reports a user's stop (its usage counts only what it
-    generated). The conversation keeps its KV cache across calls: a request that repeats the previous turns only
+    after it, with finish_reason "abort", as WebLLM reports a user's stop (its usage counts what was computed). The conversation keeps its KV cache across calls: a request that repeats the previous turns only
     computes the new tokens.
 
     A chat request with `prompt_cache_key` keeps that conversation's KV cache in OPFS too: `cache` is a JS object
@@ -179,58 +177,33 @@ def chat(request: str, emit, should_stop, cache=None) -> None:
     if asked.top_logprobs is not None:
         raise FieldError("the browser runtime does not report log-probabilities; leave `logprobs` out", "logprobs")
     kept = _kept_chat(llm, body.get("prompt_cache_key"), cache) if is_chat else None
-    sampling = asdict(asked.sampling)
     completion = Completion(chat=is_chat, model=_session.name, include_usage=asked.include_usage)
 
-    def send(chunks) -> None:
-        if asked.stream:
-            for chunk in chunks:
-                if chunk is not None:
-                    emit(json.dumps({"chunk": chunk}))
+    def send(chunk) -> None:
+        if asked.stream and chunk is not None:
+            emit(json.dumps({"chunk": chunk}))
 
     from pyodide.ffi import run_sync  # inside Pyodide only: this module imports natively too
 
     def stopped() -> bool:
         return bool(run_sync(should_stop()))
 
-    def prefill(done: int, total: int) -> bool:
-        if stopped():
-            return False  # the reply ends with "abort" before the next step
-        send([completion.take(0, Piece(extension={"prefill": {"done": done, "total": total}}))])
-        return True
+    def prefill(done: int, total: int) -> None:
+        send(completion.take(0, Piece(extension={"prefill": {"done": done, "total": total}})))
 
-    if is_chat:
-        events = llm.chat(body["messages"], max_tokens=asked.max_tokens, stop=asked.stop,
-                          chat_template_kwargs=asked.template_kwargs, on_prefill=prefill, **asked.structure,
-                          **asked.tools, **sampling)
-    else:  # a raw completion, outside the conversation
-        events = llm.generate(body["prompt"], max_tokens=asked.max_tokens, stop=asked.stop,
-                              ignore_eos=asked.ignore_eos, on_prefill=prefill, **asked.structure, **sampling)
-    send(completion.opening())
-    generated = 0
-    try:
-        for event in events:
-            parts = event.parts
-            if event.finish_reason is not None:
-                usage = event.usage
-                completion.unenforced = event.unenforced
-                whole = event.finish_reason != "abort"  # a turn stopped while its prompt was read is not kept
-                send([completion.take(0, Piece(
-                    event.text, parts, finish_reason=event.finish_reason, message=event.message,
-                    counts=Counts(usage["prompt_tokens"], usage["completion_tokens"], usage["cached_tokens"]),
-                    extension={"timings": event.timings, "kv_cache": kept.save() if kept and whole else None}))])
-                break
-            if stopped():  # before the token goes out: none arrives after the stop
-                raise _Stopped
-            send([completion.take(0, Piece(event.text, parts, token=event.token, extension={"token": event.token}))])
-            generated += 1
-    except _Stopped:
-        # The engine forgets the unfinished turn (its cache keeps what the prompt shares with the last one): the
-        # next request recomputes from there.
-        events.close()
-        send([completion.take(0, Piece(finish_reason="abort", counts=Counts(0, generated),
-                                       extension={"timings": {}, "kv_cache": None}))])
-    send(completion.closing())
+    pieces = llm.answer(asked, messages=body.get("messages"), prompt=body.get("prompt"), on_prefill=prefill,
+                        should_stop=stopped)
+    for chunk in completion.opening():
+        send(chunk)
+    for piece in pieces:
+        if piece.finish_reason is None:
+            piece.extension = {"token": piece.token}
+        else:  # a stopped turn is not kept: the next request recomputes from what it shares with the last one
+            whole = piece.finish_reason != "abort"
+            piece.extension["kv_cache"] = kept.save() if kept and whole else None
+        send(completion.take(0, piece))
+    for chunk in completion.closing():
+        send(chunk)
     emit(json.dumps({"done": True} if asked.stream else {"response": completion.response()}))
 
 
@@ -239,10 +212,6 @@ def error_code(name: str) -> str:
     "python" for an error that is not llmchat's own (a bug)."""
     cls = error_class(name)
     return cls.code if cls is not None else "python"
-
-
-class _Stopped(Exception):
-    """The page asked to stop the reply (should_stop)."""
 
 
 class OPFSFile:

@@ -18,6 +18,8 @@ from typing import Any
 
 from ..chat.template import template_variables
 from ..errors import FieldError
+from ..grammar import Constraint
+from ..runtime.generation import GenerationRequest
 from ..runtime.sampler import LOGIT_BIAS_RANGE, REPETITION_PENALTY_RANGE, SamplingParams
 
 # At most this many sequences per request (choices times prompts): OpenAI allows n up to 128, which no single
@@ -101,6 +103,13 @@ class Request:
         the same request replays the same choices."""
         seed = self.sampling.seed
         return self.sampling if seed is None or index == 0 else replace(self.sampling, seed=seed + index)
+
+    def generation(self, prompt: list[int], max_tokens: int, constraint: Constraint | None,
+                   choice: int = 0) -> GenerationRequest:
+        """What choice `choice` of this request generates after `prompt`: at most `max_tokens` (the request's, or
+        what the context leaves), under `constraint` (its structured output or tools)."""
+        return GenerationRequest(prompt, self.choice(choice), max_tokens, self.stop, self.top_logprobs,
+                                 self.ignore_eos, constraint)
 
     def chat_fields(self) -> dict[str, Any]:
         """The keywords of llmchat.chat.structured.prepare_chat (and `LLM.prepare_chat`) this request sets."""

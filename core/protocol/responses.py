@@ -1,9 +1,9 @@
 """OpenAI's answers: the pieces of a reply become `chat.completion.chunk` / `text_completion` stream chunks, the
 whole `chat.completion` / `text_completion` object, and its usage.
 
-Whoever runs the generation (the server's scheduler, the browser's Python API) turns each of its events into a
-`Piece`; `Completion` records them per choice and shapes every object, so a reply reads the same from the server
-and from the JS API.
+Whoever runs the generation (the server's scheduler, `LLM.answer` for the Python API and the browser) reads each of
+its events into a `Piece` with `read_event`; `Completion` records them per choice and shapes every object, so a
+reply reads the same from the server, from Python and from the JS API.
 
 Usage: `prompt_tokens`, `completion_tokens`, `total_tokens` and `prompt_tokens_details.cached_tokens`, as OpenAI
 has them. A stream carries it only when the request set `stream_options.include_usage`, as OpenAI's does: once, in
@@ -21,6 +21,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..chat.reply import Reply
+from ..grammar import Constraint
+from ..runtime.generation import FinishEvent, GenerationEvent
 from ..version import __version__
 
 SYSTEM_FINGERPRINT = f"llmchat-{__version__}"
@@ -50,6 +53,26 @@ class Piece:
     counts: Counts | None = None
     message: dict[str, Any] | None = None
     extension: dict[str, Any] | None = None  # llmchat's fields for this piece's chunk
+    unenforced: tuple[str, ...] = ()  # at the finish: a best-effort schema's keywords the grammar left out
+
+
+def read_event(event: GenerationEvent, reply: Reply | None = None, constraint: Constraint | None = None) -> Piece:
+    """A choice's next generation event as its piece: a chat reply's text read by its `reply` parser into the
+    delta's parts (content, reasoning, tool calls) and, at the finish, its finish reason and whole message; a text
+    completion's (`reply` None) as it came. The finish names what the choice's `constraint` left unenforced."""
+    if isinstance(event, FinishEvent):
+        piece = Piece(event.text, finish_reason=event.reason,
+                      counts=Counts(event.prompt_tokens, event.completion_tokens, event.cached_tokens),
+                      unenforced=constraint.unenforced if constraint is not None else ())
+        parts = None if reply is None else reply.close(event.text)
+        if reply is not None:
+            piece.finish_reason, piece.message = reply.finish_reason(event.reason), reply.message()
+    else:
+        piece = Piece(event.text, token=event.token, logprob=event.logprob, top=event.top)
+        parts = None if reply is None else reply.feed(event.text)
+    if parts is not None:  # the message's parts: content, reasoning_content, tool_calls
+        piece.text, piece.parts = parts.pop("content", ""), parts
+    return piece
 
 
 @dataclass
@@ -98,6 +121,7 @@ class Completion:
             c.logprobs.append(entry)
         if piece.finish_reason is not None:
             c.finish_reason, c.counts, c.message = piece.finish_reason, piece.counts, piece.message
+            self.unenforced = piece.unenforced or self.unenforced  # the same constraint for every choice
             self._open -= 1
         if not (piece.text or piece.parts or entry or piece.finish_reason or piece.extension):
             return None

@@ -18,7 +18,7 @@ from starlette.concurrency import run_in_threadpool
 from ..chat.reply import Reply
 from ..chat.structured import ChatSetup
 from ..errors import ChatTemplateError, FieldError, GrammarError, LLMChatError
-from ..protocol import MAX_SEQUENCES_PER_REQUEST, Completion, Counts, Piece, Request, read_request
+from ..protocol import MAX_SEQUENCES_PER_REQUEST, Completion, Request, read_event, read_request
 from ..grammar import Constraint
 from ..runtime.generation import FinishEvent, GenerationRequest, TokenEvent
 from ..serving.scheduler import ErrorEvent, Scheduler, SchedulerStoppedError
@@ -153,8 +153,7 @@ def generation_error(exc: BaseException, request: Request) -> APIError:
 def _generations(request: Request, prompts: list[list[int]], budgets: list[int],
                  constraint: Constraint | None) -> list[GenerationRequest]:
     _check_sequence_count(len(prompts), request.n)
-    return [GenerationRequest(ids, request.choice(choice), budget, request.stop, request.top_logprobs,
-                              request.ignore_eos, constraint)
+    return [request.generation(ids, budget, constraint, choice)
             for ids, budget in zip(prompts, budgets) for choice in range(request.n)]
 
 
@@ -269,34 +268,21 @@ class Run:
 
 
 class Answer:
-    """One request's answer: the sequences' events read into llmchat.protocol's pieces (a chat reply through its
-    reply parser), whole or as stream chunks."""
+    """One request's answer: the sequences' events read into llmchat.protocol's pieces (read_event: a chat reply
+    through its reply parser), whole or as stream chunks."""
 
     def __init__(self, prepared: Prepared, model: ModelInfo) -> None:
         self.request = request = prepared.request
         self.completion = Completion(chat=request.chat, model=model.id, prompts=prepared.prompts, n=request.n,
                                      top_logprobs=request.top_logprobs, include_usage=request.include_usage,
                                      token_bytes=model.token_bytes)
-        constraints = [g.constraint for g in prepared.generations if g.constraint is not None]
-        self.completion.unenforced = constraints[0].unenforced if constraints else ()
         setup = prepared.setup
         self.replies = [None if setup is None else Reply(setup.parser()) for _ in prepared.generations]
+        self.constraints = [g.constraint for g in prepared.generations]
 
     def take(self, index: int, event: TokenEvent | FinishEvent) -> dict[str, Any] | None:
         """Record an event; returns its stream chunk, if it has one."""
-        reply = self.replies[index]
-        if isinstance(event, TokenEvent):
-            piece = Piece(event.text, token=event.token, logprob=event.logprob, top=event.top)
-            parts = None if reply is None else reply.feed(event.text)
-        else:
-            piece = Piece(event.text, finish_reason=event.reason,
-                          counts=Counts(event.prompt_tokens, event.completion_tokens, event.cached_tokens))
-            parts = None if reply is None else reply.close(event.text)
-            if reply is not None:
-                piece.finish_reason, piece.message = reply.finish_reason(event.reason), reply.message()
-        if parts is not None:  # the message's parts: content, reasoning_content, tool_calls
-            piece.text, piece.parts = parts.pop("content", ""), parts
-        return self.completion.take(index, piece)
+        return self.completion.take(index, read_event(event, self.replies[index], self.constraints[index]))
 
     def response(self) -> dict[str, Any]:
         return self.completion.response()

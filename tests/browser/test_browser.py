@@ -174,8 +174,10 @@ def test_prompt_reading_shows_and_the_stop_button_ends_a_reply_marked_as_stopped
     statuses = page.evaluate("window.__statuses")
     assert statuses.index("Reading your message…") < statuses.index("Writing the reply…"), statuses
 
-    # Stopped: reported as "abort" (not the "stop" of a reply that ended by itself), marked in the conversation.
+    # Stopped: reported as "abort" (not the "stop" of a reply that ended by itself), marked in the conversation,
+    # its usage counting the prompt it read and the tokens it gave out.
     assert done["finish_reason"] == "abort"
+    assert done["usage"]["prompt_tokens"] >= reading[0]["total"] and done["usage"]["completion_tokens"] >= 1, done
     assert len(events(page, "llm-token")) - tokens_before < 20
     assert page.locator("llm-chat button.stop").is_hidden()
     assert page.locator("llm-chat textarea").is_enabled()
@@ -212,6 +214,7 @@ def test_stop_while_the_prompt_is_read_ends_the_reply_with_no_token(shared, serv
     page.locator("llm-chat button.send").click()
     done = wait_event(page, "llm-done", after=done_before)
     assert done["finish_reason"] == "abort" and done["text"] == "", done
+    assert done["usage"]["prompt_tokens"] > 0 and done["usage"]["completion_tokens"] == 0, done
     assert len(events(page, "llm-token")) == tokens_before  # nothing after the Stop
     assert page.locator("llm-chat button.stop").is_hidden() and page.locator("llm-chat textarea").is_enabled()
 
