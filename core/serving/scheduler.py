@@ -69,12 +69,12 @@ SchedulerEvent = TokenEvent | FinishEvent | ErrorEvent
 Sink = Callable[[SchedulerEvent], None]
 
 
-class _Scheduled(generation.Generation):
-    """A sequence as the scheduler tracks it: where its events go, and when it was submitted and last sampled."""
+class _Scheduled:
+    """A sequence as the scheduler tracks it: its place in the generation loop (`gen`), where its events go, and
+    when it was submitted and last sampled."""
 
-    def __init__(self, request: GenerationRequest, sink: Sink, submitted: float, tokenizer: Tokenizer,
-                 vocab_size: int, context: int):
-        super().__init__(request, tokenizer, vocab_size, context)
+    def __init__(self, gen: generation.Generation, sink: Sink, submitted: float):
+        self.gen = gen
         self.sink = sink
         self.submitted = submitted
         self.last_token_at = 0.0
@@ -167,8 +167,8 @@ class Scheduler:
                                       "wait at once on this server (--max-queue)")
         now = time.perf_counter()
         # Refused here (each checks itself), not inside a batched step where it would fail its batch-mates too.
-        seqs = [_Scheduled(r, _bind(sink, i), now, self.tokenizer, self.vocab_size, self.engine.context)
-                for i, r in enumerate(requests)]
+        seqs = [_Scheduled(generation.Generation(r, self.tokenizer, self.vocab_size, self.engine.context),
+                           _bind(sink, i), now) for i, r in enumerate(requests)]
         with self._lock:
             if self._queued + len(seqs) > self.max_queue:
                 raise QueueFullError(f"the server is busy: {self._queued} sequences are waiting "
@@ -197,7 +197,7 @@ class Scheduler:
         rate = self.tokens_per_second()
         if not running or not rate:
             return 1  # nothing measured yet, or nothing running: the queue moves at the next step
-        remaining = sorted(max(0, s.request.max_tokens - s.generated) for s in running)
+        remaining = sorted(max(0, s.gen.request.max_tokens - s.gen.generated) for s in running)
         needed = max(1, self._queued + wanted - self.max_queue)
         waves = math.ceil(needed / len(running))
         nth = remaining[min(needed, len(remaining)) - 1]
@@ -255,17 +255,19 @@ class Scheduler:
     def _step(self) -> None:
         engine = self.engine
         decoding = list(self._decoding)
-        need = sum(engine.kv.blocks_needed(s.slot, s.pos + 1) for s in decoding)
+        need = sum(engine.kv.blocks_needed(s.gen.slot, s.gen.pos + 1) for s in decoding)
         if not self.cache.make_block_room(need):
             raise LLMChatError("the KV cache cannot hold the running sequences")  # sizing makes this unreachable
-        feeds = [(s, s.pending(1)) for s in decoding]
+        feeds = [(s, s.gen.pending(1)) for s in decoding]
         pre, chunk = self._prefill_chunk(decoding)
         if pre is not None:
             feeds.append((pre, chunk))
         if not feeds:
             return
+        held = {s.gen: s for s, _ in feeds}
         try:
-            outputs = generation.step(engine, feeds)
+            outputs = [(held[gen], out, read_row)
+                       for gen, out, read_row in generation.step(engine, [(s.gen, chunk) for s, chunk in feeds])]
         except LLMChatError as exc:  # refused input (a bug here) or a device error: fail this step's sequences
             log.exception("engine step failed")
             for seq, _ in feeds:
@@ -274,12 +276,12 @@ class Scheduler:
         self.metrics.steps.inc()
         self.metrics.batch_size.observe(len(feeds))
         self._record_step(len(outputs))
-        if pre is not None and pre.pos == len(pre.tokens):  # its prompt is in: from now on it decodes
+        if pre is not None and pre.gen.pos == len(pre.gen.tokens):  # its prompt is in: from now on it decodes
             self._prefilling = None
             self._decoding.append(pre)
         for seq, out, read_row in outputs:
             try:
-                events = seq.sample(out, read_row)
+                events = seq.gen.sample(out, read_row)
             except GrammarError as exc:  # the request's grammar grew too ambiguous on this reply: its fault
                 self._fail(seq, exc)
                 continue
@@ -311,30 +313,32 @@ class Scheduler:
                 self.metrics.sequences.inc(1, "error")
                 return None, []
             self._prefilling = seq
+        gen = seq.gen
         budget = self.engine.max_step - len(decoding)
         if decoding:
             budget = min(budget, self.prefill_chunk)
-        end = min(len(seq.tokens), seq.pos + budget)
+        end = min(len(gen.tokens), gen.pos + budget)
         kv = self.engine.kv
-        if not self.cache.make_block_room(kv.blocks_needed(seq.slot, end)):
+        if not self.cache.make_block_room(kv.blocks_needed(gen.slot, end)):
             # Blocks are short even with the cache empty: take what fits now, the rest once others finish.
-            room = kv.free_blocks * BLOCK_TOKENS + (-seq.pos) % BLOCK_TOKENS
-            end = min(end, seq.pos + room)
-            if end == seq.pos:
+            room = kv.free_blocks * BLOCK_TOKENS + (-gen.pos) % BLOCK_TOKENS
+            end = min(end, gen.pos + room)
+            if end == gen.pos:
                 if not decoding:  # nobody will ever free a block for it
                     self._fail(seq, LLMChatError("the KV cache is too small for this prompt"))
                 return None, []
-        return seq, seq.tokens[seq.pos:end]
+        return seq, gen.tokens[gen.pos:end]
 
     def _admit(self, seq: _Scheduled, decoding: list[_Scheduled]) -> None:
-        lease = self.cache.lease(seq.tokens, [(s.slot, s.tokens[:s.pos]) for s in decoding])
-        seq.start(lease.slot, lease.cached)
-        self.metrics.prompt_tokens.inc(len(seq.tokens))
+        gen = seq.gen
+        lease = self.cache.lease(gen.tokens, [(s.gen.slot, s.gen.tokens[:s.gen.pos]) for s in decoding])
+        gen.start(lease.slot, lease.cached)
+        self.metrics.prompt_tokens.inc(len(gen.tokens))
         self.metrics.prefix_hit_tokens.inc(lease.cached)
 
     def _sampled(self, seq: _Scheduled, events: list[generation.GenerationEvent]) -> None:
         now = time.perf_counter()
-        if seq.generated == 1:
+        if seq.gen.generated == 1:
             self.metrics.ttft.observe(now - seq.submitted)
         else:
             self.metrics.itl.observe(now - seq.last_token_at)
@@ -372,13 +376,14 @@ class Scheduler:
 
     def _release(self, seq: _Scheduled, keep: bool) -> None:
         """Give the sequence's slot to the prefix cache (its computed positions stay useful) or free it."""
-        if seq.slot < 0:
+        gen = seq.gen
+        if gen.slot < 0:
             return
         if keep:
-            self.cache.insert(seq.slot, seq.tokens[:seq.pos])
+            self.cache.insert(gen.slot, gen.tokens[:gen.pos])
         else:
-            self.engine.kv.free_slot(seq.slot)
-        seq.slot = -1
+            self.engine.kv.free_slot(gen.slot)
+        gen.slot = -1
 
     @staticmethod
     def _emit(seq: _Scheduled, event: SchedulerEvent) -> None:

@@ -48,8 +48,6 @@ CONTRACTS = {
     "llmchat.chat.tools.base.ToolFormat": "a template's tool-call convention",
     "llmchat.chat.tools.native.Hermes": "Hermes's convention, which SmolLM3's varies",
     "llmchat.grammar.schema_document.SchemaDocument": "a JSON Schema document walked by what converts it",
-    "llmchat.runtime.generation.Generation": "a sequence in the generation loop; the scheduler's adds when it was "
-                                             "submitted and where its events go, and calls its public methods only",
 }
 
 
