@@ -18,7 +18,7 @@ from .app import ServerOptions, create_app, runtime_missing
 from .completions import ModelInfo
 from .connections import FLUSH_MARGIN_S, GracefulServer, header_timeout_protocol, check_port
 from .guard import DEFAULT_MAX_BODY, HostPolicy
-from ..runtime.memory import MemoryPlan
+from ..runtime.memory import MemoryPlan, check_context
 from ..serving.metrics import Metrics
 from ..serving.scheduler import Scheduler
 from ..chat.structured import structured_constraint
@@ -52,8 +52,8 @@ class ServeConfig:
     def validate(self) -> Profile | str:
         """Refuse settings that cannot work, before the model is loaded; returns the device profile they name, or
         NO_PROFILE (the adapter as it is, whatever $LLMCHAT_PROFILE says) when none."""
+        check_context(self.ctx)  # the rule the CLI and the API load with
         checks = [(1 <= self.port <= 65535, "--port must be between 1 and 65535"),
-                  (self.ctx is None or self.ctx >= 16, "--ctx must be at least 16 tokens"),
                   (self.max_batch is None or 1 <= self.max_batch <= 256, "--max-batch must be between 1 and 256"),
                   (self.max_queue >= 0, "--max-queue must be >= 0"),
                   (self.prefill_chunk >= 1, "--prefill-chunk must be >= 1"),

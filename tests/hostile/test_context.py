@@ -48,10 +48,12 @@ def test_beyond_the_trained_length_runs_as_asked_with_a_warning() -> None:
         assert context_size(1024, 512, "m.gguf") == 1024
 
 
-def test_serve_takes_the_same_default() -> None:
+def test_serve_takes_the_same_default_and_the_same_rule() -> None:
     ServeConfig(model="m").validate()  # ctx None: the shared default
-    with pytest.raises(Exception, match="--ctx must be at least 16"):
-        ServeConfig(model="m", ctx=8).validate()
+    ServeConfig(model="m", ctx=8).validate()  # a short context serves as it loads elsewhere
+    for value in (0, -5, True, 2.5):
+        with pytest.raises(InvalidRequestError, match="context must be a positive number of tokens"):
+            ServeConfig(model="m", ctx=value).validate()
 
 
 @pytest.mark.gpu
