@@ -133,8 +133,8 @@ class LLM:
 
         `on_prefill` hears the prompt's progress as in `chat`. `should_stop()` is asked before each prompt step
         and before each token is given out: once it says true the reply ends with finish_reason "abort", no token
-        after it, its counts those of what was computed. The last piece carries the finish, the counts, a chat
-        reply's whole message and llmchat's timings (`extension["timings"]`)."""
+        after it, its counts those of the prompt and of the tokens given out. The last piece carries the finish,
+        the counts, a chat reply's whole message and llmchat's timings (`extension["timings"]`)."""
         if request.n != 1:
             raise FieldError("one answer makes one choice; leave `n` out (LLM.scheduler runs many)", "n")
 
@@ -149,11 +149,11 @@ class LLM:
             ids = self.runtime.encode_prompt(prompt)
         elif isinstance(prompt, list) and prompt and all(isinstance(t, int) and not isinstance(t, bool)
                                                          for t in prompt):
-            ids = prompt
+            ids = list(prompt)
         else:
             raise FieldError("`prompt` must be a string or a non-empty list of token ids", "prompt")
         constraint = structured_constraint(self.tokenizer, **request.structure)
-        return self._complete(ids, make(ids, constraint), on_prefill, should_stop)
+        return self._complete(make(ids, constraint), on_prefill, should_stop)
 
     def generate(self, prompt: str | Sequence[dict] | list[int], *, max_tokens: int = 256,
                  stop: Sequence[str] = (), ignore_eos: bool = False, response_format=None, grammar=None,
@@ -172,7 +172,7 @@ class LLM:
         constraint = structured_constraint(self.tokenizer, response_format, grammar=grammar, json_schema=json_schema)
         request = GenerationRequest(ids, SamplingParams(**sampling), max_tokens, tuple(stop), ignore_eos=ignore_eos,
                                     constraint=constraint)
-        return _stream_events(self._complete(ids, request, on_prefill))
+        return _stream_events(self._complete(request, on_prefill))
 
     def chat(self, messages: Sequence[dict], *, max_tokens: int = 256, stop: Sequence[str] = (),
              response_format=None, tools=None, tool_choice=None, parallel_tool_calls=None,
@@ -230,8 +230,7 @@ class LLM:
                 self.conversation.keep(seq.tokens[:seq.pos])
             yield piece
 
-    def _complete(self, ids: list[int], request: GenerationRequest, on_prefill=None,
-                  should_stop=None) -> Iterator[Piece]:
+    def _complete(self, request: GenerationRequest, on_prefill=None, should_stop=None) -> Iterator[Piece]:
         seq = self.runtime.generation(request)
         with self.runtime.slot() as slot:
             seq.start(slot)

@@ -158,7 +158,8 @@ def chat(request: str, emit, should_stop, cache=None) -> None:
     "kv_cache". `should_stop()`, a JS function whose promise gives the worker's event loop a turn first (a prompt's
     steps read nothing back from the GPU, so nothing else would let the stop message in), is awaited before each
     prompt step and before each token is sent: a stop (the stop button) ends the reply within a step, no token
-    after it, with finish_reason "abort", as WebLLM reports a user's stop (its usage counts what was computed). The conversation keeps its KV cache across calls: a request that repeats the previous turns only
+    after it, with finish_reason "abort", as WebLLM reports a user's stop (its usage counts the prompt and the
+    tokens sent). The conversation keeps its KV cache across calls: a request that repeats the previous turns only
     computes the new tokens.
 
     A chat request with `prompt_cache_key` keeps that conversation's KV cache in OPFS too: `cache` is a JS object
@@ -198,7 +199,7 @@ def chat(request: str, emit, should_stop, cache=None) -> None:
     for piece in pieces:
         if piece.finish_reason is None:
             piece.extension = {"token": piece.token}
-        else:  # a stopped turn is not kept: the next request recomputes from what it shares with the last one
+        else:  # a stopped turn is not saved to OPFS (the engine still holds what it computed of it)
             whole = piece.finish_reason != "abort"
             piece.extension["kv_cache"] = kept.save() if kept and whole else None
         send(completion.take(0, piece))

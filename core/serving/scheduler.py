@@ -157,7 +157,8 @@ class Scheduler:
         self._inbox.put(_STOP)
         self._thread.join(timeout)
 
-    def submit(self, requests: Sequence[GenerationRequest], sink: Callable[[int, SchedulerEvent], None]) -> list[Ticket]:
+    def submit(self, requests: Sequence[GenerationRequest],
+               sink: Callable[[int, SchedulerEvent], None]) -> list[Ticket]:
         """Queue sequences that belong together (one request's choices): all of them, or none when the queue is
         full (QueueFullError). `sink(index, event)` gets each sequence's events, on the scheduler thread."""
         if not self.alive:
