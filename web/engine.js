@@ -18,11 +18,13 @@
 // Streams end with a chunk whose finish_reason says why: "stop", "length", "tool_calls", or "abort" when the caller
 // stopped the reply (stream.controller.abort(), or the request's `signal`), on the device and from a server alike.
 // On the device a stream's chunks also say how far the prompt has been read: `llmchat.prefill` {done, total}.
+// A request that leaves out `temperature` or `max_tokens` gets web/request-defaults.js's, wherever it runs.
 
 import { MSG } from "./messages.js";
 import { isSoftwareAdapter } from "./adapter.js";
 import { connect } from "./engine-link.js";
 import { resolveModelURL } from "./hub.js";
+import { withDefaults } from "./request-defaults.js";
 
 // Managing the models this site stored (list, check, delete, space left): plain OPFS calls, no engine needed.
 export { deleteConversations, deleteModel, hasModel, listModels, storageEstimate } from "./stored-models.js";
@@ -263,8 +265,9 @@ export class Engine extends EventTarget {
     this.link = null;
   }
 
-  async #create(params, isChat) {
+  async #create(asked, isChat) {
     await this.ready;
+    const params = withDefaults(asked); // the same defaults on the device and through an endpoint
     if (this.mode === "remote") return remoteCreate(this.options, params, isChat);
     const { signal, ...request } = params;
     const entry = this.#request({ type: MSG.chat, request }, (data) => (reply.push(data), data.type !== MSG.chunk));

@@ -199,7 +199,7 @@ export class LLMChatElement extends HTMLElement {
       let usage = null;
       let ours = {}; // llmchat's fields of the finishing chunk
       for await (const chunk of await this.engine.chat.completions.create({ messages: this.#messages(), max_tokens: 1,
-        temperature: 0, stream: true, stream_options: { include_usage: true }, ...this.#cacheKey() })) {
+        stream: true, stream_options: { include_usage: true }, ...this.#cacheKey() })) {
         usage = chunk.usage ?? usage;
         ours = chunk.llmchat ?? ours;
       }
@@ -345,9 +345,10 @@ export class LLMChatElement extends HTMLElement {
     const tools = Array.isArray(this.tools) && this.tools.length ? this.tools : null;
     // The prompt is computed before the first word comes: seconds on a slow GPU, which must not look like nothing.
     this.#status("Reading your message…");
+    // An attribute left unset leaves its field out: the engine's defaults then apply (web/request-defaults.js).
     const stream = await this.engine.chat.completions.create({
-      messages, stream: true, stream_options: { include_usage: true }, max_tokens: this.#number("max-tokens", 256),
-      temperature: this.#number("temperature", 0), ...this.#cacheKey(),
+      messages, stream: true, stream_options: { include_usage: true }, max_tokens: this.#number("max-tokens", null),
+      temperature: this.#number("temperature", null), ...this.#cacheKey(),
       ...(tools ? { tools, tool_choice: toolsAllowed ? "auto" : "none" } : {}),
     });
     this.current = stream;

@@ -11,9 +11,10 @@
 
 const SHELL_CACHE = "llmchat-shell-v1";
 const DIST_PREFIX = "llmchat-dist-";
-const SHELL = ["./", "index.html", "llm-chat.js", "llm-chat-style.js", "storage-panel.js", "engine.js", "engine-link.js", "messages.js",
-  "worker.js", "python.js", "gpu.js", "model-store.js", "stored-models.js", "shards.js", "sha256.js", "hub.js",
-  "adapter.js", "markdown.js", "clipboard.js", "chat-store.js", "manifest.webmanifest", "icon.svg"];
+const SHELL = ["./", "index.html", "llm-chat.js", "llm-chat-style.js", "storage-panel.js", "engine.js",
+  "engine-link.js", "messages.js", "request-defaults.js", "worker.js", "python.js", "gpu.js", "model-store.js",
+  "stored-models.js", "shards.js", "sha256.js", "hub.js", "adapter.js", "markdown.js", "clipboard.js",
+  "chat-store.js", "manifest.webmanifest", "icon.svg"];
 const DIST = new URL("dist/", self.registration.scope).href;
 
 let distCache = null; // the cache of the build in use

@@ -21,7 +21,7 @@ from ..gpu.tune import MemoryStore
 from ..hub.catalogue import model_title
 from ..runtime.memory import plan_memory
 from ..models import model_config
-from ..protocol import Completion, Defaults, Piece, read_request
+from ..protocol import Completion, Piece, read_request
 from ..tokenizer.pretokenize import SUPPORTED, get_pre_tokenizer
 
 # The tuner's results in OPFS (web/worker.js reads and writes it): {cache key: entry}, as gpu/tune.py keeps them.
@@ -47,10 +47,6 @@ class _Session:
 
 
 _session = _Session()
-
-# What a request that leaves a field out gets: greedy decoding, as the Python API, and a reply bounded for a
-# device that may write a few tokens a second (OpenAI's routes default to temperature 1 and the whole context).
-BROWSER_DEFAULTS = Defaults(temperature=0.0, chat_max_tokens=256, text_max_tokens=256)
 
 
 def _make_ahead() -> None:
@@ -149,7 +145,8 @@ def sweep(rounds: int) -> str:
 
 def chat(request: str, emit, should_stop, cache=None) -> None:
     """Answer `request` (JSON: a chat completion body with `messages`, or a text completion's with `prompt`), read
-    by llmchat.protocol as the server reads it, with BROWSER_DEFAULTS for what it leaves out.
+    by llmchat.protocol as the server reads it. The page's engine has filled in the browser's defaults for what a
+    call left out (web/request-defaults.js), the same on the device and through an endpoint.
 
     `emit(json)` receives {"chunk": ...} per OpenAI stream chunk and then {"done": true} when the request streams;
     otherwise only {"response": ...}, the whole answer. Chunks carry llmchat's fields under "llmchat": each token's
@@ -172,7 +169,7 @@ def chat(request: str, emit, should_stop, cache=None) -> None:
     is_chat = "prompt" not in body
     if is_chat and "messages" not in body:
         raise FieldError("a request needs `messages` (a chat) or `prompt` (a text completion)", "messages")
-    asked = read_request(body, chat=is_chat, vocab_size=llm.runtime.config.vocab_size, defaults=BROWSER_DEFAULTS)
+    asked = read_request(body, chat=is_chat, vocab_size=llm.runtime.config.vocab_size)
     if asked.n != 1:
         raise FieldError("the browser runtime makes one choice per request; leave `n` out", "n")
     if asked.top_logprobs is not None:

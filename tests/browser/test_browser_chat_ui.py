@@ -320,3 +320,26 @@ def test_reload_restores_the_kv_cache_and_edit_and_regenerate_reuse_it(launch_pr
             assert chat_files(page) == []
         finally:
             context.close()
+
+
+def test_what_a_call_leaves_out_gets_the_browser_defaults_through_an_endpoint_too(launch_profile, remote, tmp_path):
+    """web/request-defaults.js: greedy and 256 tokens for a request that leaves them out, through an endpoint as on
+    the device (whose replies the other browser tests compare with the native engine's greedy tokens): the element
+    with neither attribute set, and a JS API call with its own temperature."""
+    context = _launch(launch_profile, tmp_path / "profile")
+    page = context.new_page()
+    page.goto(f"{remote.url}/forget.html")
+    wait_event(page, "llm-ready")
+    before = len(remote.remote_bodies)
+    page.locator("llm-chat textarea").fill("Hi")
+    page.locator("llm-chat button.send").click()
+    wait_event(page, "llm-done")
+    sent = remote.remote_bodies[before:]
+    assert [(b["temperature"], b["max_tokens"]) for b in sent] == [(0, 256)], sent
+    page.evaluate("""async (endpoint) => {
+      const { createEngine } = await import("/llm-chat.js");
+      const engine = await createEngine({ endpoint, mode: "remote" });
+      await engine.chat.completions.create({ messages: [{ role: "user", content: "Hi" }], temperature: 0.5 });
+    }""", f"{remote.url}/v1")
+    assert (remote.remote_bodies[-1]["temperature"], remote.remote_bodies[-1]["max_tokens"]) == (0.5, 256)
+    context.close()

@@ -66,6 +66,7 @@ class WebServer:
         self.faults = Faults()
         self.log = Log()
         self.remote_reply = remote_reply
+        self.remote_bodies: list[dict] = []  # what the fake /v1 endpoint was sent, in order
         self.pages: dict[str, str] = {}  # extra HTML pages by path, for tests that need a page of their own
         self.redirects: dict[str, str] = {}  # path → Location of a 302 (two that point at each other loop)
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
@@ -106,6 +107,7 @@ class WebServer:
                 path = urlsplit(self.path).path
                 server.log.add(path, None)
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+                server.remote_bodies.append(body)
                 if path != "/v1/chat/completions":
                     return self._status(404)
                 words = server.remote_reply.split(" ")

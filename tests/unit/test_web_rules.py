@@ -1,7 +1,8 @@
 """Rules the browser code takes from Python, or keeps in one module of its own, rather than repeating: the context
 default (Python's llmchat.runtime.memory.context_size: 2048, or the model's trained length when shorter) is never
 written in web/, so a page that names no context gets Python's rule; gguf-split's shard names are read by
-web/shards.js alone, as core/gguf/file.py reads them."""
+web/shards.js alone, as core/gguf/file.py reads them; what a request that leaves out its temperature or length gets
+is web/request-defaults.js's, on the device and through an endpoint."""
 from __future__ import annotations
 
 import json
@@ -47,6 +48,35 @@ def test_the_shard_pattern_is_written_once_in_the_browser_code():
     writing = [p.name for p in WEB.glob("*.js")
                if re.search(r"\\d\{5\}|-of-\$\{", p.read_text(encoding="utf-8"))]
     assert writing == ["shards.js"]
+
+
+DEFAULT_CASES = [  # (asked, filled)
+    ({}, {"temperature": 0, "max_tokens": 256}),
+    ({"temperature": None, "max_tokens": None}, {"temperature": 0, "max_tokens": 256}),
+    ({"temperature": 0.7, "max_tokens": 8, "stream": True}, {"temperature": 0.7, "max_tokens": 8, "stream": True}),
+    ({"max_completion_tokens": 5}, {"temperature": 0, "max_completion_tokens": 5}),
+]
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
+def test_a_request_gets_the_browser_defaults_for_what_it_leaves_out_and_keeps_the_rest():
+    script = ("import { withDefaults } from %s;\n"
+              "console.log(JSON.stringify(%s.map((c) => withDefaults(c))));"
+              % (json.dumps((WEB / "request-defaults.js").as_uri()), json.dumps([a for a, _ in DEFAULT_CASES])))
+    out = subprocess.run(["node", "--input-type=module", "-e", script], capture_output=True, text=True, timeout=60,
+                         check=True).stdout
+    assert json.loads(out) == [want for _, want in DEFAULT_CASES]
+
+
+def test_the_request_defaults_are_written_once():
+    """The element passes only the attributes it was given, the engine fills in the rest for both of its modes, and
+    the Python side of the page keeps no defaults of its own (it reads a request as the server does)."""
+    fallback = re.compile(r'#number\("(?:max-tokens|temperature)", \d|max_tokens: 256\b|temperature: \d')
+    repeating = [p.name for p in WEB.glob("*.js")
+                 if p.name != "request-defaults.js" and fallback.search(p.read_text(encoding="utf-8"))]
+    assert repeating == []
+    browser = (WEB.parent / "core" / "browser" / "runtime.py").read_text(encoding="utf-8")
+    assert "Defaults(" not in browser and "defaults=" not in browser
 
 
 def test_no_web_module_is_over_600_lines():
