@@ -136,7 +136,7 @@ class LLM:
         after it, its counts those of the prompt and of the tokens given out. The last piece carries the finish,
         the counts, a chat reply's whole message and llmchat's timings (`extension["timings"]`)."""
         if request.n != 1:
-            raise FieldError("one answer makes one choice; leave `n` out (LLM.scheduler runs many)", "n")
+            raise FieldError("this engine makes one choice per request; leave `n` out", "n")
 
         def make(ids: list[int], constraint: Constraint | None) -> GenerationRequest:
             budget = request.max_tokens if request.max_tokens is not None else max(1, self.context - len(ids))

@@ -170,8 +170,6 @@ def chat(request: str, emit, should_stop, cache=None) -> None:
     if is_chat and "messages" not in body:
         raise FieldError("a request needs `messages` (a chat) or `prompt` (a text completion)", "messages")
     asked = read_request(body, chat=is_chat, vocab_size=llm.runtime.config.vocab_size)
-    if asked.n != 1:
-        raise FieldError("the browser runtime makes one choice per request; leave `n` out", "n")
     if asked.top_logprobs is not None:
         raise FieldError("the browser runtime does not report log-probabilities; leave `logprobs` out", "logprobs")
     kept = _kept_chat(llm, body.get("prompt_cache_key"), cache) if is_chat else None

@@ -64,13 +64,14 @@ def read_event(event: GenerationEvent, reply: Reply | None = None, constraint: C
         piece = Piece(event.text, finish_reason=event.reason,
                       counts=Counts(event.prompt_tokens, event.completion_tokens, event.cached_tokens),
                       unenforced=constraint.unenforced if constraint is not None else ())
-        parts = None if reply is None else reply.close(event.text)
-        if reply is not None:
-            piece.finish_reason, piece.message = reply.finish_reason(event.reason), reply.message()
     else:
         piece = Piece(event.text, token=event.token, logprob=event.logprob, top=event.top)
-        parts = None if reply is None else reply.feed(event.text)
-    if parts is not None:  # the message's parts: content, reasoning_content, tool_calls
+    if reply is not None:  # the message's parts: content, reasoning_content, tool_calls
+        if piece.finish_reason is None:
+            parts = reply.feed(event.text)
+        else:
+            parts = reply.close(event.text)
+            piece.finish_reason, piece.message = reply.finish_reason(event.reason), reply.message()
         piece.text, piece.parts = parts.pop("content", ""), parts
     return piece
 

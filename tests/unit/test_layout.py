@@ -76,6 +76,13 @@ def _modules() -> dict[str, Path]:
 
 
 @functools.cache
+def _tree(module: str) -> ast.Module:
+    """`module`'s syntax tree, parsed once for every test that reads it."""
+    path = _modules()[module]
+    return ast.parse(path.read_text(encoding="utf-8"), str(path))
+
+
+@functools.cache
 def _outside() -> tuple[str, ...]:
     """Packages installed inside llmchat from other folders (quant/, shaders/, web/): not part of core's graph."""
     dirs = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"]
@@ -126,7 +133,7 @@ def _imports(typing: bool = False) -> tuple[Import, ...]:
     found: list[Import] = []
     for module, path in modules.items():
         is_package = path.name == "__init__.py"
-        stack = _runs(ast.parse(path.read_text(encoding="utf-8"), str(path)), typing)
+        stack = _runs(_tree(module), typing)
         while stack:
             node = stack.pop()
             stack.extend(_runs(node, typing))
@@ -201,8 +208,8 @@ def test_no_hand_written_module_is_over_600_lines():
 
 
 def test_a_class_subclasses_another_modules_class_only_when_that_class_is_a_contract():
-    classes = {module: {n.name for n in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
-                        if isinstance(n, ast.ClassDef)} for module, path in _modules().items()}
+    classes = {module: {n.name for n in ast.walk(_tree(module)) if isinstance(n, ast.ClassDef)}
+               for module in _modules()}
 
     def home(module: str, name: str) -> str | None:
         """Where the class `name` taken from `module` is defined (a package may re-export it from a module below)."""
@@ -214,7 +221,7 @@ def test_a_class_subclasses_another_modules_class_only_when_that_class_is_a_cont
     built_on = []
     for module, path in _modules().items():
         is_package, taken = path.name == "__init__.py", {}
-        tree = ast.parse(path.read_text(encoding="utf-8"))
+        tree = _tree(module)
         for node in ast.walk(tree):  # what each local name stands for: a class or a module of core
             if isinstance(node, ast.ImportFrom) and _absolute(node, module, is_package).startswith(PACKAGE + "."):
                 base = _absolute(node, module, is_package)
