@@ -19,6 +19,7 @@ TEST_WHEELS := build/pyodide-test-wheels
 PORT ?= 8000
 demo: system-deps-demo $(VENV)/.installed web
 	@$(BIN)/python tools/build/port_free.py $(PORT)
+	@$(BIN)/python tools/build/cpu_engine.py
 	$(BIN)/llmchat pull $(MODEL)
 	$(BIN)/llmchat run $(MODEL) -n 48 -p "The three most useful things to know about WebGPU are"
 	@echo "llmchat: chat in your browser at http://127.0.0.1:$(PORT)/ (the model runs in the page, or on this server where the browser has no WebGPU); API at http://127.0.0.1:$(PORT)/v1 ; Ctrl-C stops"
@@ -70,8 +71,9 @@ $(VENV)/.created:
 # (a .pth that site.py runs after setuptools' own, the names sorting so) puts that finder ahead, so the installed
 # package wins wherever the user stands.
 EDITABLE_FIRST := import sys; sys.meta_path.sort(key=lambda f: not getattr(f, "__module__", "").startswith("__editable___llmchat_"))
+# CMAKE_ARGS: llama.cpp compiled for this CPU's instruction sets, for the cpu engine (core/runtime/cpu_build.py).
 define install_editable
-	$(BIN)/python -m pip install -e '$(1)'
+	CMAKE_ARGS="$${CMAKE_ARGS:-$$($(BIN)/python core/runtime/cpu_build.py)}" $(BIN)/python -m pip install -e '$(1)'
 	echo '$(EDITABLE_FIRST)' > "$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')/llmchat_editable_first.pth"
 endef
 
@@ -80,7 +82,7 @@ $(VENV)/.installed: pyproject.toml $(VENV)/.created
 	touch $@
 
 $(VENV)/.installed-test: pyproject.toml $(VENV)/.created
-	$(call install_editable,.[test])
+	$(call install_editable,.[test,cpu])
 	touch $@
 
 # The browser runtime's files served from our own origin (web/dist: Pyodide, the wheels, their lock file), rebuilt

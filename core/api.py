@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 
 from .chat.reply import Reply
 from .chat.structured import structured_constraint
-from .errors import ContextOverflowError, FieldError, LLMChatError
+from .errors import ContextOverflowError, FieldError, InvalidRequestError, LLMChatError
 from .gguf.file import GGUFFile, open_gguf
 from .gpu.device import Device
 from .gpu.profiles import Profile, get_profile
@@ -209,13 +209,21 @@ class LLM:
         `restore_chat` continues it later, in another process, without computing it again. Saving again to the
         same file writes only the positions added since (or changed by an edit). `identity` names the model
         file's bytes (a checksum, an ETag) when the file could change under the same tensor layout."""
+        self._saved_chats_here()
         return self.conversation.save(file, identity)
 
     def restore_chat(self, file: str | os.PathLike | chat_cache.ChatFile, identity: str = "") -> int:
         """Make the conversation saved by `save_chat` the one `chat` continues: its next call computes only what
         follows the saved tokens. Returns the positions restored. `chat_cache.ChatCacheError` when the file was
         saved for another model or is damaged; the current conversation is then kept."""
+        self._saved_chats_here()
         return self.conversation.restore(file, identity)
+
+    def _saved_chats_here(self) -> None:
+        if self.runtime.engine_choice.engine != "webgpu":
+            raise InvalidRequestError("saved conversations hold the webgpu engine's KV cache; this model runs on the "
+                                      f"{self.runtime.engine_choice.engine} engine, which does not save them yet: "
+                                      "load it with engine='webgpu' to save or restore one")
 
     def _chat(self, messages: Sequence[dict], fields: dict, make: Callable[..., GenerationRequest],
               on_prefill=None, should_stop=None) -> Iterator[Piece]:

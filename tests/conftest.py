@@ -12,6 +12,9 @@ from llmchat.hub.catalogue import resolve
 # Kernel variants come from the fixed per-adapter table in every test, so results and golden data never depend on
 # a tuner run; tests about tuning turn it on themselves (tests/model/test_tune.py).
 os.environ["LLMCHAT_TUNE"] = "0"
+# The suite tests llmchat's kernels on the adapter at hand, which on these machines is a CPU emulation, where `auto`
+# would run the cpu engine: tests of that engine and of the choice ask for them (tests/model/test_cpu_engine.py).
+os.environ.setdefault("LLMCHAT_ENGINE", "webgpu")
 from adapter_marks import missing_features, profile_allows  # noqa: E402 (after LLMCHAT_TUNE is set)
 
 from llmchat.errors import LLMChatError, NoAdapterError  # noqa: E402

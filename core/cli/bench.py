@@ -37,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
     best = max(runs, key=lambda e: e.timings["decode_tok_s"])
     # Each speed from its best run: the first prefill also compiles the prefill programs.
     timings = {**best.timings, "prefill_tok_s": max(e.timings["prefill_tok_s"] for e in runs)}
-    result = {"model": runtime.path, "profile": runtime.device.info.profile or None,
+    result = {"model": runtime.path, "profile": (runtime.device.info.profile or None) if runtime.device else None,
               "prompt_tokens": best.usage["prompt_tokens"],
               "generated": best.usage["completion_tokens"], **timings,
               **runtime.report(context=best.usage["prompt_tokens"] + best.usage["completion_tokens"])}

@@ -8,7 +8,6 @@ import signal
 import sys
 import threading
 
-from ..gpu.device import describe_adapter
 from ..hub.catalogue import model_title
 from .options import engine_arguments, load, sampling, sampling_arguments, structure
 
@@ -29,7 +28,7 @@ def run(args: argparse.Namespace) -> int:
     llm = load(args)
     messages = [{"role": "system", "content": args.system}] if args.system else []
     runtime = llm.runtime
-    print(f"llmchat: {model_title(runtime.gguf)} on {describe_adapter(runtime.device.info)}, chat template: "
+    print(f"llmchat: {model_title(runtime.gguf)} on {runtime.engine.describe()}, chat template: "
           f"{runtime.template.describe()}. Ctrl-C stops a reply; Ctrl-D, or Ctrl-C twice at the prompt, leaves.",
           file=sys.stderr)
     interrupted = False  # Ctrl-C at the last prompt: one more leaves

@@ -12,6 +12,7 @@ from typing import Any
 
 from ..errors import InvalidRequestError
 from ..hub.catalogue import CATALOGUE, resolve
+from ..runtime.engine_choice import ENGINES, ENV as ENGINE_ENV
 
 REFERENCE_HELP = ("a catalogue name, a Hugging Face reference (hf://ORG/REPO/FILE.gguf[@REV], ORG/REPO:QUANT, "
                   "hf.co/ORG/REPO[:QUANT]) or an http(s) URL of a GGUF file")
@@ -36,7 +37,7 @@ def profile_argument(parser: argparse.ArgumentParser) -> None:
 
 
 def engine_arguments(parser: argparse.ArgumentParser) -> None:
-    """The options of the commands that load a model onto the GPU."""
+    """The options of the commands that load a model and run it."""
     model_argument(parser)
     profile_argument(parser)
     parser.add_argument("--ctx", type=positive_int, help=CTX_HELP)
@@ -48,7 +49,17 @@ def engine_arguments(parser: argparse.ArgumentParser) -> None:
                              "implies --q8-activations")
     parser.add_argument("--kv-cache", choices=["f16", "f32"], default=None,
                         help="KV cache element type (default: the adapter's choice, see README)")
+    engine_choice_arguments(parser)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def engine_choice_arguments(parser: argparse.ArgumentParser) -> None:
+    """--engine and --threads (llmchat.runtime.engine_choice)."""
+    parser.add_argument("--engine", choices=ENGINES, default=None,
+                        help="webgpu (llmchat's kernels), cpu (llama.cpp's CPU kernels: pip install 'llmchat[cpu]') "
+                             "or auto: webgpu on a hardware adapter, cpu where the only adapter emulates a GPU "
+                             f"(default: ${ENGINE_ENV}, else auto)")
+    parser.add_argument("--threads", type=positive_count, help="the cpu engine's threads (default: every core)")
 
 
 def sampling_arguments(parser: argparse.ArgumentParser) -> None:
@@ -103,19 +114,25 @@ def sampling(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def load(args: argparse.Namespace):
-    """The model of an engine command, loaded as its options say, with a line on stderr about an adapter that is
-    emulated or capped by a profile (unless the output is JSON)."""
+    """The model of an engine command, loaded as its options say, with lines on stderr (unless the output is JSON)
+    saying which engine runs it and why, and about an adapter that is emulated or capped by a profile."""
     from ..api import load as load_model
 
     llm = load_model(args.model, context=args.ctx, q8_activations=args.q8_activations, profile=args.profile,
-                     kv_type=args.kv_cache, retune=getattr(args, "retune", False), int8_dot=args.int8_dot)
+                     kv_type=args.kv_cache, retune=getattr(args, "retune", False), int8_dot=args.int8_dot,
+                     engine=args.engine, threads=args.threads)
     from ..gpu.device import adapter_notice
 
+    if args.json:
+        return llm
+    print(f"llmchat: {llm.runtime.describe_engine()}", file=sys.stderr)
+    if llm.runtime.device is None:
+        return llm
     info = llm.runtime.device.info
     notice = adapter_notice(info)
-    if notice and not args.json:
+    if notice:
         print(notice, file=sys.stderr)
-    if info.profile and not args.json:
+    if info.profile:
         print(f"llmchat: device profile '{info.profile}' (GPU memory budget {info.gpu_budget / 2**20:.0f} MiB, "
               f"bindings up to {info.max_binding_size >> 20} MiB, f16 {'on' if info.f16 else 'off'}, subgroups "
               f"{'on' if info.subgroups else 'off'}, int8 dot products {'on' if info.dot4i8 else 'off'})",
@@ -129,6 +146,17 @@ def load_metadata(model: str) -> Mapping[str, Any]:
 
     with open_gguf(resolve(model)) as gguf:
         return gguf.metadata
+
+
+def positive_count(text: str) -> int:
+    """argparse type for a count such as --threads: a positive integer, else a usage error."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
 
 
 def positive_int(text: str) -> int:

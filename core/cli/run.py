@@ -35,7 +35,8 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"prompt_ids": llm.runtime.encode_prompt(args.prompt), "ids": ids, "text": "".join(text),
                           "finish_reason": event.finish_reason, "timings": event.timings,
-                          "adapter": llm.runtime.device.info.as_dict()}))
+                          "engine": llm.runtime.engine_report(),
+                          "adapter": llm.runtime.device.info.as_dict() if llm.runtime.device else None}))
     else:
         print(flush=True)
         print(speed(event.usage, event.timings, event.finish_reason), file=sys.stderr)

@@ -5,7 +5,7 @@ import argparse
 import os
 
 from ..errors import LLMChatError
-from .options import CTX_HELP, model_argument, positive_int, profile_argument
+from .options import CTX_HELP, engine_choice_arguments, model_argument, positive_int, profile_argument
 
 HELP = "run an OpenAI-compatible HTTP server (continuous batching, prefix caching)"
 
@@ -13,6 +13,7 @@ HELP = "run an OpenAI-compatible HTTP server (continuous batching, prefix cachin
 def arguments(parser: argparse.ArgumentParser) -> None:
     model_argument(parser)
     profile_argument(parser)
+    engine_choice_arguments(parser)
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8000, help="port to listen on (default 8000)")
     parser.add_argument("--api-key", default=os.environ.get("LLMCHAT_API_KEY"),
@@ -61,5 +62,5 @@ def run(args: argparse.Namespace) -> int:
                       web_dir=args.web_dir, pages_dir=args.pages, log_level=args.log_level, api_key_all=args.api_key_all,
                       allowed_hosts=tuple(args.allowed_host), max_body=args.max_body,
                       shutdown_grace=args.shutdown_grace, header_timeout=args.header_timeout,
-                      profile=args.profile))
+                      profile=args.profile, engine=args.engine, threads=args.threads))
     return 0

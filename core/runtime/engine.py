@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from ..errors import ContextOverflowError, InvalidRequestError, LLMChatError
 from ..gpu import ops
-from ..gpu.device import BINDING_ALIGN, Device, Program, View
+from ..gpu.device import BINDING_ALIGN, Device, Program, View, describe_adapter
 from ..gpu.kernels import Kernels
 from ..gpu.kvlayout import blocks_for
 from ..gpu.recorder import Act, Recorder
@@ -76,6 +76,10 @@ class Engine:
         self._recordings: dict[tuple[int, int, int, int], Recorder] = {}  # `prepare`d, not built yet
         # host_s: Python and driver time of steps, program recording excluded (record_s), GPU waits excluded
         self.stats = {"steps": 0, "tokens": 0, "host_s": 0.0, "record_s": 0.0}
+
+    def describe(self) -> str:
+        """What computes the steps, for people: the adapter's name (gpu.device.describe_adapter)."""
+        return describe_adapter(self.device.info)
 
     def _recorder(self) -> Recorder:
         return Recorder(self.device, self.kernels, self.step_buf, self.out_buf, q8_activations=self.q8_activations)
@@ -145,36 +149,8 @@ class Engine:
         `top_k` > 0 the GPU's top-k candidates of its last row (`ops.TopK`), so only a few numbers come back; None
         for a feed that asked for no logits."""
         t0 = time.perf_counter()
-        n = sum(len(f.tokens) for f in feeds)
-        if not 0 < n <= self.max_step:
-            raise LLMChatError(f"a step takes 1..{self.max_step} tokens, got {n}")
-        if len({f.slot for f in feeds}) != len(feeds):
-            raise LLMChatError("a step feeds each sequence slot at most once")
-        if any(f.all_logits and not f.logits for f in feeds):
-            raise LLMChatError("a feed cannot ask for the logits of every token and for none")
-        tokens = array("I")
-        out_rows = array("I")
-        vocab = self.config.vocab_size
-        for f in feeds:
-            end = f.start + len(f.tokens)
-            if end > self.context:
-                raise ContextOverflowError(f"sequence needs {end} positions; the context holds {self.context}")
-            self.kv.check_start(f.slot, f.start)
-            self.kv.reserve(f.slot, end)
-            first = len(tokens) // 4
-            for i, tok in enumerate(f.tokens):
-                if not 0 <= tok < vocab:
-                    raise InvalidRequestError(f"token id {tok} is outside the vocabulary (0..{vocab - 1})")
-                tokens.extend((tok, f.start + i, f.slot, 0))
-            if f.logits:
-                out_rows.extend(range(first, first + len(f.tokens)) if f.all_logits else [first + len(f.tokens) - 1])
-        n_out = len(out_rows)
-        if n_out > self.max_step:
-            raise LLMChatError(f"a step returns at most {self.max_step} logits rows, asked for {n_out}")
-        if top_k and any(f.all_logits for f in feeds):
-            raise LLMChatError("top-k candidates come from the last row of each feed; all_logits asks for every row")
-        for f in feeds:  # every feed is valid: their slots' state moves to the step's end
-            self.kv.advance(f.slot, f.start, f.start + len(f.tokens))
+        tokens, out_rows = pack_step(feeds, self.kv, self.context, self.max_step, self.config.vocab_size, top_k)
+        n, n_out = len(tokens) // 4, len(out_rows)
         self.kv.sync()
         dev = self.device
         # Token records and logits rows share one buffer: one write, as for the counts.
@@ -195,15 +171,10 @@ class Engine:
         if not n_out:  # the head's dispatches ran with no rows to compute
             return [None] * len(feeds)
         if top_k:
-            tops = iter(ops.read_topk(dev.read(self.candidates, 0, n_out * ops.topk_words(top_k) * 4), top_k, n_out))
-            return [next(tops) if f.logits else None for f in feeds]
-        data = array("f", dev.read(self.logits.buffer, 0, n_out * vocab * 4))
-        result, i = [], 0
-        for f in feeds:
-            k = (len(f.tokens) if f.all_logits else 1) if f.logits else 0
-            result.append(data[i * vocab:(i + k) * vocab] if k else None)
-            i += k
-        return result
+            tops = ops.read_topk(dev.read(self.candidates, 0, n_out * ops.topk_words(top_k) * 4), top_k, n_out)
+            return split_outputs(feeds, tops)
+        vocab = self.config.vocab_size
+        return split_outputs(feeds, array("f", dev.read(self.logits.buffer, 0, n_out * vocab * 4)), vocab)
 
     def logits_row(self, index: int) -> array:
         """Output row `index` of the last step, read back on demand. A step that returned only top-k candidates
@@ -212,3 +183,50 @@ class Engine:
         vocab = self.config.vocab_size
         return array("f", self.device.read(self.logits.buffer, index * vocab * 4, vocab * 4))
 
+
+
+def pack_step(feeds: list[Feed], kv: KVCache, context: int, max_step: int, vocab: int,
+              top_k: int) -> tuple[array, array]:
+    """Check one step's feeds and make room for them in `kv`, whose slots then stand at the step's end: the
+    step's token records (token, position, slot, 0) in feed order, and the indices of the records whose logits
+    come back. One set of rules for every engine."""
+    n = sum(len(f.tokens) for f in feeds)
+    if not 0 < n <= max_step:
+        raise LLMChatError(f"a step takes 1..{max_step} tokens, got {n}")
+    if len({f.slot for f in feeds}) != len(feeds):
+        raise LLMChatError("a step feeds each sequence slot at most once")
+    if any(f.all_logits and not f.logits for f in feeds):
+        raise LLMChatError("a feed cannot ask for the logits of every token and for none")
+    if top_k and any(f.all_logits for f in feeds):
+        raise LLMChatError("top-k candidates come from the last row of each feed; all_logits asks for every row")
+    tokens = array("I")
+    out_rows = array("I")
+    for f in feeds:
+        end = f.start + len(f.tokens)
+        if end > context:
+            raise ContextOverflowError(f"sequence needs {end} positions; the context holds {context}")
+        kv.check_start(f.slot, f.start)
+        kv.reserve(f.slot, end)
+        first = len(tokens) // 4
+        for i, tok in enumerate(f.tokens):
+            if not 0 <= tok < vocab:
+                raise InvalidRequestError(f"token id {tok} is outside the vocabulary (0..{vocab - 1})")
+            tokens.extend((tok, f.start + i, f.slot, 0))
+        if f.logits:
+            out_rows.extend(range(first, first + len(f.tokens)) if f.all_logits else [first + len(f.tokens) - 1])
+    if len(out_rows) > max_step:
+        raise LLMChatError(f"a step returns at most {max_step} logits rows, asked for {len(out_rows)}")
+    for f in feeds:  # every feed is valid: their slots' state moves to the step's end
+        kv.advance(f.slot, f.start, f.start + len(f.tokens))
+    return tokens, out_rows
+
+
+def split_outputs(feeds: list[Feed], data, vocab: int = 0) -> list:
+    """A step's outputs per feed, as `Engine.step` returns them: `data` is its logits rows as one flat array of
+    `vocab` values a row, or (vocab 0) its top-k candidates, one per feed that asked for logits."""
+    result, i = [], 0
+    for f in feeds:
+        k = (len(f.tokens) if f.all_logits else 1) if f.logits else 0
+        result.append((data[i * vocab:(i + k) * vocab] if vocab else data[i]) if k else None)
+        i += k
+    return result

@@ -12,6 +12,12 @@ and cannot be rewound. The cache tracks that position per slot and enforces the 
   start: no snapshots are kept);
 - `fork` copies the state along with the shared blocks, so only at the parent's state position (`can_fork`), and
   copies a partly filled last block too, so the child has every position up to there.
+
+Another engine keeps its positions in memory of its own (llama.cpp's, cpu_engine.py) and this cache only its
+bookkeeping: given a `memory`, the cache allocates no buffers, keeps the same rules and accounting (so the scheduler
+and the prefix cache admit and evict by them on either engine), and tells the memory what changed: `fork(parent,
+child, n_positions)` when a slot starts from another's first n_positions, `forget(slot, n_positions)` when a slot
+keeps only its first n_positions (0 when it is freed).
 """
 from __future__ import annotations
 
@@ -29,31 +35,22 @@ def state_bytes(width: int, n_slots: int) -> int:
 
 
 class KVCache:
-    def __init__(self, device: Device, kv_widths: list[int], *, n_slots: int, context: int,
-                 n_blocks: int | None = None, state_widths: list[int] | None = None, kv_type: str | None = None):
+    def __init__(self, device: Device | None, kv_widths: list[int], *, n_slots: int, context: int,
+                 n_blocks: int | None = None, state_widths: list[int] | None = None, kv_type: str | None = None,
+                 memory=None):
         """`kv_widths[i]`: values one position keeps in layer i's K (and V) cache; 0 for a layer without one.
         `state_widths[i]`: f32 values of fixed-size state kept per slot in `state[i]` (default: none).
-        `kv_type` forces the element type ("f16" or "f32"; default: the adapter's, see kvlayout.cache_type)."""
+        `kv_type` forces the element type ("f16" or "f32"; default: the adapter's, see kvlayout.cache_type).
+        With `memory` (and no device) the positions live there: only the bookkeeping is kept here."""
         self.device = device
-        self.dtype = cache_type(device.info, kv_type)
+        self.memory = memory
+        self.dtype = (kv_type or "f16") if memory is not None else cache_type(device.info, kv_type)
         self.n_slots = n_slots
         self.max_context = context
         self.max_blocks = blocks_for(context)
         self.n_blocks = n_blocks or self.max_blocks * n_slots
         sizes = [layer_bytes(w, self.n_blocks, self.dtype) for w in kv_widths]
-        if max(sizes, default=0) > device.info.max_binding_size:
-            raise ModelTooLargeError(
-                f"a KV cache of {self.n_blocks * BLOCK_TOKENS} positions needs {max(sizes) >> 20} MiB per layer, "
-                f"over the adapter's {device.info.max_binding_size >> 20} MiB binding limit; "
-                "use a smaller context or fewer parallel sequences")
-        self.k = [device.buffer(n, f"blk.{i}.k_cache") if n else None for i, n in enumerate(sizes)]
-        self.v = [device.buffer(n, f"blk.{i}.v_cache") if n else None for i, n in enumerate(sizes)]
-        self.table = device.buffer(n_slots * self.max_blocks * 4, "block_table")
-        # Each layer's K then V with the bytes one block of positions takes there: the order of a saved block.
-        self._block_parts = [(buf, layer_bytes(w, 1, self.dtype)) for k, v, w in zip(self.k, self.v, kv_widths)
-                             if w for buf in (k, v)]
         state_sizes = [state_bytes(w, n_slots) for w in state_widths or []]
-        self.state = [device.buffer(n, f"blk.{i}.state") if n else None for i, n in enumerate(state_sizes)]
         self.state_widths = list(state_widths or [])
         self.stateful = any(state_sizes)
         self.state_nbytes = sum(state_sizes)
@@ -65,9 +62,29 @@ class KVCache:
         self._blocks: dict[int, list[int]] = {}
         self._free_slots = list(range(n_slots - 1, -1, -1))
         self._dirty = False
+        self.k = self.v = self.state = self.table = None
+        self._block_parts: list = []
+        if memory is None:
+            self._allocate(sizes, kv_widths, state_sizes)
+
+    def _allocate(self, sizes: list[int], kv_widths: list[int], state_sizes: list[int]) -> None:
+        device = self.device
+        if max(sizes, default=0) > device.info.max_binding_size:
+            raise ModelTooLargeError(
+                f"a KV cache of {self.n_blocks * BLOCK_TOKENS} positions needs {max(sizes) >> 20} MiB per layer, "
+                f"over the adapter's {device.info.max_binding_size >> 20} MiB binding limit; "
+                "use a smaller context or fewer parallel sequences")
+        self.k = [device.buffer(n, f"blk.{i}.k_cache") if n else None for i, n in enumerate(sizes)]
+        self.v = [device.buffer(n, f"blk.{i}.v_cache") if n else None for i, n in enumerate(sizes)]
+        self.table = device.buffer(self.n_slots * self.max_blocks * 4, "block_table")
+        # Each layer's K then V with the bytes one block of positions takes there: the order of a saved block.
+        self._block_parts = [(buf, layer_bytes(w, 1, self.dtype)) for k, v, w in zip(self.k, self.v, kv_widths)
+                             if w for buf in (k, v)]
+        self.state = [device.buffer(n, f"blk.{i}.state") if n else None for i, n in enumerate(state_sizes)]
 
     def layer(self, i: int) -> KVLayer:
         """Layer i's K and V buffers with the block table, as the kernels bind them."""
+        self._own_buffers()
         if self.k[i] is None:
             raise LLMChatError(f"layer {i} keeps no K/V cache")
         return KVLayer(self.k[i], self.v[i], self.table, self.max_blocks, self.max_context, self.dtype)
@@ -114,15 +131,20 @@ class KVCache:
         for b in shared:
             self._refs[b] += 1
         self._blocks[slot] = list(shared)
+        if self.stateful and n_positions % BLOCK_TOKENS:  # the partly filled last block is copied
+            src, dst = self._blocks[parent][len(shared)], self._free.pop()
+            self._refs[dst] = 1
+            self._blocks[slot].append(dst)
+        if self.memory is not None:
+            self.memory.fork(parent, slot, n_positions if self.stateful else len(shared) * BLOCK_TOKENS)
+            self._state_at[slot] = self._state_at[parent] if self.stateful else 0
+            return slot
         if self.stateful:
             # Kilobytes per layer: through the host, as the device has no copy verb.
             self.write_state(slot, self.read_state(parent), n_positions)
             if n_positions % BLOCK_TOKENS:
-                src, dst = self._blocks[parent][len(shared)], self._free.pop()
-                self._refs[dst] = 1
-                self._blocks[slot].append(dst)
                 for buf, size in self._block_parts:
-                    self._copy_rows(buf, size, src, dst)
+                    self._copy_rows(buf, size, self._blocks[parent][len(shared)], self._blocks[slot][-1])
         self._write_table(slot)
         return slot
 
@@ -135,6 +157,7 @@ class KVCache:
         """Blocks [first, last) of `slot`'s positions, one after another, each as every layer's K then V rows for
         those positions (a chat saved to storage, chat_cache.py). One read per layer buffer and run of consecutive
         block ids, then interleaved here."""
+        self._own_buffers()
         ids = self._blocks[slot][first:last]
         runs = _runs(ids)
         parts = [(b"".join(self.device.read(buf, start * size, count * size) for start, count in runs), size)
@@ -144,6 +167,7 @@ class KVCache:
     def write_blocks(self, slot: int, first: int, data: bytes) -> None:
         """The inverse of `read_blocks`: `data` (whole blocks in that form) into `slot`'s blocks from `first` on,
         which `reserve` must have given it."""
+        self._own_buffers()
         record = self.block_bytes
         n = len(data) // record
         if n * record != len(data) or first + n > len(self._blocks[slot]):
@@ -167,11 +191,13 @@ class KVCache:
     def read_state(self, slot: int) -> bytes:
         """`slot`'s fixed-size state of every stateful layer (empty without state); it stands at
         `state_position(slot)`."""
+        self._own_buffers()
         return b"".join(self.device.read(buf, slot * w * 4, w * 4)
                         for buf, w in zip(self.state, self.state_widths) if buf is not None)
 
     def write_state(self, slot: int, data: bytes, position: int) -> None:
         """The inverse of `read_state`: `slot`'s state, standing at `position`."""
+        self._own_buffers()
         at = 0
         for buf, w in zip(self.state, self.state_widths):
             if buf is not None:
@@ -180,6 +206,11 @@ class KVCache:
         if at != len(data):
             raise LLMChatError(f"{len(data)} bytes of state given where this model keeps {at} per sequence")
         self._state_at[slot] = position
+
+    def _own_buffers(self) -> None:
+        if self.memory is not None:
+            raise LLMChatError("this cache keeps only the bookkeeping of positions held in the engine's own memory; "
+                               "it has no buffers to bind, read or write")
 
     def _copy_rows(self, buf, row_bytes: int, src: int, dst: int) -> None:
         self.device.write(buf, self.device.read(buf, src * row_bytes, row_bytes), dst * row_bytes)
@@ -233,11 +264,15 @@ class KVCache:
         for b in blocks[keep:]:
             self._release(b)
         del blocks[keep:]
+        if self.memory is not None:
+            self.memory.forget(slot, n_positions)
         return n_positions
 
     def free_slot(self, slot: int) -> None:
         for b in self._blocks.pop(slot):
             self._release(b)
+        if self.memory is not None:
+            self.memory.forget(slot, 0)
         self._free_slots.append(slot)
 
     def _release(self, block: int) -> None:
@@ -253,7 +288,7 @@ class KVCache:
 
     def sync(self) -> None:
         """Upload the block tables if they changed since the last step."""
-        if self._dirty:
+        if self._dirty and self.memory is None:
             self.device.write(self.table, self._host_table.tobytes())
             self._dirty = False
 

@@ -26,6 +26,10 @@ from ..models.weights import WeightLoader
 # (128 MiB bindings) and a 2048-token context (or the trained length, when shorter).
 DEFAULT_ADAPTER = AdapterInfo(name="a GPU with WebGPU's default limits", backend="webgpu")
 DEFAULT_CONTEXT = 2048
+# The cpu engine's plan (cpu_engine.py): llama.cpp keeps weights and cache in host memory, which has no binding
+# limits; its cache is f16 unless asked otherwise.
+CPU = AdapterInfo(name="llama.cpp on the CPU", backend="cpu", f16=True, max_binding_size=1 << 62,
+                  max_buffer_size=1 << 62)
 
 
 def check_context(requested: int | None) -> None:
@@ -163,8 +167,7 @@ def _plan(gguf: GGUFFile, info: AdapterInfo, config, context: int, n_slots: int,
     """The plan for a resolved `context` and cache type, and what of it does not fit (empty when it all does)."""
     kv_positions = kv_positions or context * n_slots
     step = step_bucket(step_tokens)
-    loader = WeightLoader(gguf, info=info)
-    model = model_class(config.arch)(config, loader, fold_norms=fold_norms)
+    model, loader = planned_model(gguf, info, fold_norms)
     n_blocks = blocks_for(kv_positions)
     kv_layers = [layer_bytes(w, n_blocks, kv_type) for w in model.kv_widths()]
     state_layers = [state_bytes(w, n_slots) for w in state_widths(model)]
@@ -203,3 +206,11 @@ def default_plan(gguf: GGUFFile, profile: Profile | None = None, *, context: int
     `llmchat.plan` report without opening a GPU."""
     info = profile.apply(DEFAULT_ADAPTER) if profile else DEFAULT_ADAPTER
     return plan_memory(gguf, info, context=context, n_slots=n_slots)
+
+
+def planned_model(gguf: GGUFFile, info: AdapterInfo, fold_norms: bool | None = None):
+    """The model's constructor run against a planning loader on `info` (nothing is read or allocated): the model,
+    with its cache and state widths, and the loader, with the weights it laid out."""
+    loader = WeightLoader(gguf, info=info)
+    config = model_config(gguf)
+    return model_class(config.arch)(config, loader, fold_norms=fold_norms), loader

@@ -34,6 +34,7 @@ import struct
 import time
 from collections import defaultdict
 
+from ..errors import InvalidRequestError
 from ..gpu.device import Device, Dispatch, Program
 from ..gpu.kernels import Kernels, wgsl_bool
 from ..gpu.recorder import cdiv
@@ -145,6 +146,9 @@ def report(runtime, *, context: int | None = None, decode_tok_s: float | None = 
     decode step taken at the end of `context` positions (default: 256, or the model's context if shorter) and
     rounded up to a whole program bucket so attention reads every position its program covers."""
     device, engine = runtime.device, runtime.engine
+    if device is None:
+        raise InvalidRequestError("the roofline measures llmchat's WGSL kernels; this model runs on the cpu engine "
+                                  "(llama.cpp's kernels): load it with engine webgpu")
     context = engine.context_bucket(context or 256)
     timer = Timer(device, target_s=target_s)
     size, prepared = stream_probes(device, Kernels(device), timer)

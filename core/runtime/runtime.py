@@ -27,12 +27,14 @@ from ..gpu.profiles import NO_PROFILE, Profile, get_profile
 from ..gpu.tune import ROUNDS, TuneContext, sweep, tune_model
 from ..gpu.variants import variants
 from ..models import model_class, model_config
+from ..models.base import state_widths
 from ..models.weights import WeightLoader
 from ..tokenizer.tokenizer import Tokenizer
 from .conversation import ChatSession
 from .engine import Engine, Feed
 from .generation import Generation, GenerationRequest
-from .memory import check_context, plan_memory, step_bucket
+from .engine_choice import EngineChoice, choose_engine
+from .memory import CPU, check_context, plan_memory, planned_model, step_bucket
 
 
 @dataclass(frozen=True)
@@ -52,7 +54,11 @@ class LoadOptions:
     by default f16 where the adapter has shader-f16, f32 elsewhere. `tune` measures kernel variants at this model's
     shapes on the first load on an adapter and keeps the fastest (gpu/tune.py; default: on for hardware adapters
     unless LLMCHAT_TUNE=0); `retune` measures again even if cached; `tune_store` keeps the choices (default: a file
-    per adapter and model shape, see gpu/tune.py's FileStore)."""
+    per adapter and model shape, see gpu/tune.py's FileStore).
+
+    `engine`: "webgpu" (our kernels), "cpu" (llama.cpp's CPU kernels, cpu_engine.py) or "auto" (default
+    $LLMCHAT_ENGINE, else auto: see engine_choice.py). `threads`: the CPU engine's threads (default:
+    every core). The options from `fold_norms` on belong to the WebGPU engine alone."""
 
     context: int | None = None
     n_slots: int = 1
@@ -65,18 +71,46 @@ class LoadOptions:
     retune: bool = False
     int8_dot: bool = False
     tune_store: Any = None
+    engine: str | None = None
+    threads: int | None = None
+
+    def gpu_options(self) -> list[str]:
+        """The WebGPU-only options this load sets, by name."""
+        given = [(self.fold_norms is not None, "fold_norms"), (self.q8_activations, "q8_activations"),
+                 (self.profile is not None, "profile"), (self.tune is not None, "tune"), (self.retune, "retune"),
+                 (self.int8_dot, "int8_dot"), (self.tune_store is not None, "tune_store")]
+        return [name for set_, name in given if set_]
 
 
 class Runtime:
-    """MODEL (a path, or an open GGUFFile) loaded on `device` (default: the best adapter, under the profile)."""
+    """MODEL (a path, or an open GGUFFile) loaded on the engine `options.engine` asks for (llmchat.runtime.
+    engine_choice) and, for WebGPU, on `device` (default: the best adapter, under the profile). `choice`: the
+    engine already chosen by `choose_engine` (a server sizes its batch by it before the load)."""
 
-    def __init__(self, path: str | GGUFFile, options: LoadOptions = LoadOptions(), device: Device | None = None):
+    def __init__(self, path: str | GGUFFile, options: LoadOptions = LoadOptions(), device: Device | None = None,
+                 choice: EngineChoice | None = None):
         t0 = time.perf_counter()
         check_context(options.context)  # before anything is opened
+        if options.threads is not None and (not isinstance(options.threads, int) or options.threads < 1):
+            raise InvalidRequestError(f"threads must be a positive number, not {options.threads!r}")
         self.options = options
         self.path = path
         self._open_file(path)
-        self._open_device(device)
+        if choice is None:
+            choice, device = choose_engine(options.engine, options.gpu_options(), device, self._open_device)
+        elif choice.engine == "webgpu" and device is None:
+            device = self._open_device()
+        self.engine_choice = choice
+        if self.engine_choice.engine == "cpu":
+            self._load_cpu()
+        else:
+            self._load_webgpu(device)
+        self.load_s = time.perf_counter() - t0
+
+    def _load_webgpu(self, device: Device) -> None:
+        options = self.options
+        self.device = device
+        self._check_profile()
         self.plan = plan_memory(self.gguf, self.device.info, context=options.context, n_slots=options.n_slots,
                                 step_tokens=options.max_tokens_per_step, fold_norms=options.fold_norms,
                                 kv_type=options.kv_type)
@@ -89,7 +123,34 @@ class Runtime:
                              cache_positions=self.plan.kv_positions, q8_activations=self._q8_activations,
                              kv_type=self.plan.kv_type)
         self.engine.program(1, 1)  # compile the decode step now, not on the first token
-        self.load_s = time.perf_counter() - t0
+
+    def _load_cpu(self) -> None:
+        """llama.cpp's CPU kernels run the file; llmchat's plan sizes the cache and its model the bookkeeping."""
+        from .cpu_engine import CpuEngine
+
+        options = self.options
+        if not isinstance(self.path, str):
+            raise InvalidRequestError("the cpu engine opens a model by its path; it was given an open file")
+        self.device = None
+        self.plan = plan_memory(self.gguf, CPU, context=options.context, n_slots=options.n_slots,
+                                step_tokens=options.max_tokens_per_step, kv_type=options.kv_type)
+        self.context = self.plan.context
+        self.model = planned_model(self.gguf, CPU)[0]
+        self.tuning = None
+        self.engine = CpuEngine(self.path, self.config, context=self.context,
+                                n_slots=options.n_slots + 1, max_tokens_per_step=options.max_tokens_per_step,
+                                cache_positions=self.plan.kv_positions, kv_widths=self.model.kv_widths(),
+                                state_widths=state_widths(self.model), kv_type=self.plan.kv_type,
+                                threads=options.threads)
+
+    def engine_report(self) -> dict:
+        """Which engine runs the model and why, for JSON reports: {"engine", "why", "description"}."""
+        return {**self.engine_choice.as_dict(), "description": self.describe_engine()}
+
+    def describe_engine(self) -> str:
+        """What runs the model and why, as every report says it: "cpu engine (llama.cpp, 2 CPU threads): the only
+        adapter, ..., emulates a GPU on the CPU: ..." or "webgpu engine (ADAPTER): a hardware adapter (...)"."""
+        return f"{self.engine_choice.engine} engine ({self.engine.describe()}): {self.engine_choice.why}"
 
     # -- loading, step by step -----------------------------------------------------------------------------------
     def _open_file(self, path: str | GGUFFile) -> None:
@@ -99,14 +160,16 @@ class Runtime:
         self.tokenizer = Tokenizer.from_metadata(self.gguf.metadata)
         self.template = ChatTemplate.from_metadata(self.gguf.metadata)
 
-    def _open_device(self, device: Device | None) -> None:
+    def _open_device(self) -> Device:
+        return open_device(profile=get_profile(self.options.profile) or NO_PROFILE)
+
+    def _check_profile(self) -> None:
         profile = self.options.profile
         chosen = get_profile(profile)
-        if device is not None and profile is not None and device.info.profile != (chosen.name if chosen else ""):
+        if profile is not None and self.device.info.profile != (chosen.name if chosen else ""):
             raise InvalidRequestError(f"the device given was opened under the profile "
-                                      f"'{device.info.profile or NO_PROFILE}', not '{profile}'; open it with "
+                                      f"'{self.device.info.profile or NO_PROFILE}', not '{profile}'; open it with "
                                       "profile= or leave profile out")
-        self.device = device or open_device(profile=chosen or NO_PROFILE)
 
     def _load_weights(self) -> dict:
         loader = WeightLoader(self.gguf, self.device)
@@ -175,8 +238,12 @@ class Runtime:
     def report(self, context: int | None = None) -> dict:
         """What one decode token costs at `context` positions (default: the full context): its dispatches, the
         weight bytes it reads, where kernels read weights from (buffers or textures, variants.weight_textures),
-        the adapter, and the kernel variants chosen and why."""
-        return {"dispatches_per_token": self.engine.dispatches_per_step(context=context),
+        the adapter, and the kernel variants chosen and why; on the CPU engine, its threads. Both say which engine
+        ran and why (`engine`)."""
+        engine = {"engine": self.engine_report()}
+        if self.device is None:
+            return {**engine, "threads": self.engine.threads}
+        return {**engine, "dispatches_per_token": self.engine.dispatches_per_step(context=context),
                 "weight_bytes_per_token": self.model.weight_bytes,
                 "weights_read_from": dict(Counter(w.store for w in self._tune_context.weights.values())),
                 "adapter": self.device.info.as_dict(),
@@ -187,6 +254,9 @@ class Runtime:
         budget (gpu/tune.py's `sweep`): per case its shape, each candidate's microseconds per dispatch, the
         fastest, those the measurement cannot tell from it (`ties`), and the variant this load runs — how close
         the tuner's (or the fixed table's) picks are."""
+        if self.device is None:
+            raise InvalidRequestError("the kernel sweep times llmchat's WGSL kernels; this model runs on the cpu "
+                                      "engine (llama.cpp's kernels): load it with engine webgpu")
         result = sweep(self._tune_context, rounds)
         for name, case in result.items():
             case["running"] = self.tuning.choices[name]["variant"]

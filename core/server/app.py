@@ -151,7 +151,7 @@ def _add_api_routes(app: FastAPI, scheduler: Scheduler, model: ModelInfo) -> Non
         if not scheduler.alive:
             reason = repr(scheduler.failure) if scheduler.failure else "the scheduler is not running"
             return JSONResponse({"status": "error", "detail": reason}, status_code=503)
-        return JSONResponse({"status": "ok", "model": model.id})
+        return JSONResponse({"status": "ok", "model": model.id, "engine": model.engine})
 
     @app.get("/metrics", response_class=PlainTextResponse)
     async def metrics() -> PlainTextResponse:

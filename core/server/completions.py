@@ -41,6 +41,7 @@ class ModelInfo:
     token_bytes: Callable[[int], bytes]
     max_token_bytes: int | None = None  # the longest token's text in bytes; None skips the early length check
     title: str = ""  # what the chat page calls the model (the catalogue's name for a catalogue model)
+    engine: dict | None = None  # which engine runs it and why (Runtime.engine_report), for /health
 
 
 @dataclass

@@ -48,6 +48,8 @@ class ServeConfig:
     shutdown_grace: float = 10.0
     header_timeout: float = 30.0
     profile: str | None = None  # a device profile name (llmchat.gpu.profiles); None: $LLMCHAT_PROFILE
+    engine: str | None = None  # webgpu, cpu or auto (llmchat.runtime.engine_choice); None: $LLMCHAT_ENGINE, else auto
+    threads: int | None = None  # the cpu engine's; None: every core
 
     def validate(self) -> Profile | str:
         """Refuse settings that cannot work, before the model is loaded; returns the device profile they name, or
@@ -70,22 +72,24 @@ class ServeConfig:
         return get_profile(self.profile) or NO_PROFILE  # an unknown name is refused before the model is pulled
 
 
-# Sequences decoded together by default. On a CPU emulation (lavapipe) the "GPU memory" is the machine's own and
-# every sequence of a batch shares the same few cores, so 8 (and 8 more kept for prefix sharing: 16 full contexts
-# of KV cache, 720 MiB for SmolLM2 135M's 2048 tokens) would cost a small machine much memory for replies that
-# each run slower; 2 keeps a second client from waiting for the first.
+# Sequences decoded together by default. On a CPU emulation (lavapipe), as on the cpu engine, the "GPU memory" is
+# the machine's own and every sequence of a batch shares the same few cores, so 8 (and 8 more kept for prefix
+# sharing: 16 full contexts of KV cache, 720 MiB for SmolLM2 135M's 2048 tokens) would cost a small machine much
+# memory for replies that each run slower; 2 keeps a second client from waiting for the first.
 MAX_BATCH = 8
 MAX_BATCH_CPU = 2
 
 
-def default_max_batch(info: AdapterInfo) -> int:
-    return MAX_BATCH_CPU if info.software else MAX_BATCH
+def default_max_batch(info: AdapterInfo | None) -> int:
+    """The default --max-batch on an adapter (None: on the cpu engine)."""
+    return MAX_BATCH_CPU if info is None or info.software else MAX_BATCH
 
 
-def memory_lines(plan: MemoryPlan, max_batch: int, cache_entries: int, batch_why: str = "") -> list[str]:
-    """What the GPU memory goes to, the KV cache's sequences named by the options that set them (`batch_why`: why
+def memory_lines(plan: MemoryPlan, max_batch: int, cache_entries: int, batch_why: str = "",
+                 memory: str = "GPU memory") -> list[str]:
+    """What the `memory` goes to, the KV cache's sequences named by the options that set them (`batch_why`: why
     max_batch is what it is, when the user did not choose it)."""
-    return [f"llmchat: GPU memory {plan.total / 2**20:.0f} MiB: {plan.parts()}",
+    return [f"llmchat: {memory} {plan.total / 2**20:.0f} MiB: {plan.parts()}",
             f"llmchat: the KV cache's {plan.slots} sequences: up to {max_batch} decoded at once (--max-batch"
             f"{'; ' + batch_why if batch_why else ''}) and {cache_entries} finished "
             f"{'one' if cache_entries == 1 else 'ones'} kept for prefix sharing (--cache-entries)"]
@@ -102,7 +106,7 @@ def model_info(runtime: Runtime, requested: str, path: str) -> ModelInfo:
                      encode_prompt=runtime.encode_prompt, prepare_chat=runtime.prepare_chat,
                      encode_chat=runtime.encode_chat, constraint=partial(structured_constraint, tokenizer),
                      token_bytes=tokenizer.token_bytes, max_token_bytes=tokenizer.max_token_bytes(),
-                     title=model_title(runtime.gguf))
+                     title=model_title(runtime.gguf), engine=runtime.engine_report())
 
 
 def serve(config: ServeConfig) -> None:
@@ -111,27 +115,34 @@ def serve(config: ServeConfig) -> None:
     from ..runtime.runtime import LoadOptions, Runtime
 
     from ..gpu import open_device
+    from ..runtime.engine_choice import choose_engine
 
     profile = config.validate()
     check_port(config.host, config.port)  # before the model is pulled and loaded
     path = resolve(config.model)
-    device = open_device(profile=profile)  # before the load: the default batch depends on the adapter
-    notice = adapter_notice(device.info)
-    if notice:
-        print(notice, file=sys.stderr)
-    if device.info.profile:
-        print(f"llmchat: device profile '{device.info.profile}' "
-              f"(GPU memory budget {device.info.gpu_budget / 2**20:.0f} MiB)", file=sys.stderr)
-    max_batch = default_max_batch(device.info) if config.max_batch is None else config.max_batch
-    batch_why = ("the default on a CPU emulation" if device.info.software else "the default") \
+    # The engine and its device before the load: the default batch depends on them.
+    choice, device = choose_engine(config.engine, [] if profile == NO_PROFILE else ["profile"], None,
+                                   lambda: open_device(profile=profile))
+    print(f"llmchat: {choice.describe()}", file=sys.stderr)
+    if device is not None:
+        notice = adapter_notice(device.info)
+        if notice:
+            print(notice, file=sys.stderr)
+        if device.info.profile:
+            print(f"llmchat: device profile '{device.info.profile}' "
+                  f"(GPU memory budget {device.info.gpu_budget / 2**20:.0f} MiB)", file=sys.stderr)
+    max_batch = default_max_batch(device and device.info) if config.max_batch is None else config.max_batch
+    batch_why = ("the default on the cpu engine" if device is None else
+                 "the default on a CPU emulation" if device.info.software else "the default") \
         if config.max_batch is None else ""
     while True:
         cache_entries = max_batch if config.cache_entries is None else config.cache_entries
         # A step carries every decoding sequence's token plus a prompt chunk, so it must hold max_batch + 1 at least.
         step = max(64, max_batch + config.prefill_chunk)
+        options = LoadOptions(context=config.ctx, n_slots=max_batch + cache_entries, max_tokens_per_step=step,
+                              profile=profile if device else None, engine=choice.engine, threads=config.threads)
         try:
-            runtime = Runtime(path, LoadOptions(context=config.ctx, n_slots=max_batch + cache_entries,
-                                                max_tokens_per_step=step, profile=profile), device=device)
+            runtime = Runtime(path, options, device=device, choice=choice)
             break
         except ModelTooLargeError:
             # The memory plan refuses before anything is allocated. A batch the user chose stays as chosen (the
@@ -140,7 +151,8 @@ def serve(config: ServeConfig) -> None:
                 raise
             max_batch //= 2
             batch_why = "fewer than the default, to fit the GPU memory budget"
-    for line in memory_lines(runtime.plan, max_batch, cache_entries, batch_why):
+    memory = "GPU memory" if device else "memory (as llmchat plans it; llama.cpp lays it out its own way)"
+    for line in memory_lines(runtime.plan, max_batch, cache_entries, batch_why, memory):
         print(line, file=sys.stderr)
     scheduler = Scheduler(runtime.engine, runtime.tokenizer, max_batch=max_batch, max_queue=config.max_queue,
                           prefill_chunk=config.prefill_chunk, cache_entries=cache_entries, metrics=Metrics())
@@ -172,7 +184,8 @@ def serve(config: ServeConfig) -> None:
     scheduler.start()
     at_once = f"{max_batch} {'sequence' if max_batch == 1 else 'sequences'} at once"
     base = f"http://{config.host}:{config.port}"
-    print(f"llmchat: serving {info.id} ({runtime.context}-token context, up to {at_once}) on {base}/v1",
+    print(f"llmchat: serving {info.id} ({runtime.context}-token context, up to {at_once}, {choice.engine} engine) "
+          f"on {base}/v1",
           file=sys.stderr, flush=True)
     if options.pages_dir is not None:
         pages = sorted(p.name for p in options.pages_dir.glob("*.html"))

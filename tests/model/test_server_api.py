@@ -7,6 +7,7 @@ correct on its own. Generations stay short (the CI adapter is a CPU emulation at
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import json
 
 import httpx
@@ -46,10 +47,17 @@ TEXT_PROMPTS = ["The capital of Italy is", "Once upon a time, in a small village
                 "The three primary colours are"]
 
 
-@pytest.fixture(scope="module")
-def server(smollm2_path, tmp_path_factory):
+# Every test runs against each engine: llmchat's kernels, and llama.cpp's under the same server, scheduler and
+# prefix cache (the cpu engine, where llama-cpp-python is installed: make test installs it).
+ENGINES = ["webgpu", pytest.param("cpu", marks=pytest.mark.skipif(
+    importlib.util.find_spec("llama_cpp") is None, reason="the cpu engine is not installed (make test installs it)"))]
+
+
+@pytest.fixture(scope="module", params=ENGINES)
+def server(request, smollm2_path, tmp_path_factory):
     log = tmp_path_factory.mktemp("serve") / "serve.log"
-    with running_server(MODEL, ["--ctx", str(CTX), "--max-batch", "8", "--max-queue", "16"], log=log) as base:
+    args = ["--ctx", str(CTX), "--max-batch", "8", "--max-queue", "16", "--engine", request.param]
+    with running_server(MODEL, args, log=log) as base:
         yield base
 
 
@@ -69,10 +77,13 @@ def _chat(question: str) -> list[dict]:
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": question}]
 
 
-def test_models_and_health(server, client):
+def test_models_and_health(server, client, request):
     assert [m.id for m in client.models.list().data] == [MODEL]
     assert client.models.retrieve(MODEL).id == MODEL
-    assert httpx.get(f"{server}/health").json()["status"] == "ok"
+    health = httpx.get(f"{server}/health").json()
+    assert health["status"] == "ok" and health["engine"]["engine"] == request.node.callspec.params["server"]
+    assert health["engine"]["why"] == "asked for" and health["engine"]["description"].startswith(
+        f"{health['engine']['engine']} engine (")
 
 
 def test_shared_system_prompt_is_computed_once(server, client, tokenizer):

@@ -30,6 +30,7 @@ def _dry_run(target: str) -> str:
 def test_the_demo_installs_the_vulkan_driver_and_not_the_test_suites_packages() -> None:
     demo, test = _packages("demo"), _packages("test")
     assert {"libvulkan1", "mesa-vulkan-drivers"} <= set(demo)
+    assert {"g++", "cmake"} <= set(demo)  # the cpu engine's llama.cpp, compiled where there is no hardware GPU
     assert not {"chromium", "build-essential", "python3-dev", "libcairo2-dev", "gir1.2-gtk-3.0"} & set(demo)
     assert set(demo) < set(test) and "chromium" in test and "build-essential" in test
 
@@ -41,7 +42,8 @@ def test_a_missing_or_unknown_set_is_refused() -> None:
 
 
 @pytest.mark.parametrize(("target", "wanted", "unwanted"), [
-    ("demo", ["tools/build/system-deps.sh demo", "build_web_dist.py\n"], ["--test-wheels", "system-deps.sh test"]),
+    ("demo", ["tools/build/system-deps.sh demo", "build_web_dist.py\n", "tools/build/cpu_engine.py"],
+     ["--test-wheels", "system-deps.sh test"]),
     ("test", ["tools/build/system-deps.sh test", "build_web_dist.py\n", "build_web_dist.py --test-wheels "], []),
 ])
 def test_each_target_sets_up_its_own_set(target: str, wanted: list[str], unwanted: list[str]) -> None:

@@ -19,6 +19,7 @@ set_name="${1:-}"
 packages=(
     libvulkan1            # the Vulkan loader that wgpu-native opens
     mesa-vulkan-drivers   # lavapipe: a Vulkan device on the CPU, so wgpu finds an adapter without a GPU
+    g++ cmake             # the cpu engine: pip compiles llama.cpp (llama-cpp-python) where there is no hardware GPU
 )
 case "$set_name" in
     demo) ;;
