@@ -64,20 +64,36 @@ def test_logits_match_llama_cpp(tmp_path, adapter_gpu, name, label):  # noqa: F8
     if label is None:  # the file llama.cpp read, byte for byte
         assert hashlib.sha256(path.read_bytes()).hexdigest() == v["sha256"], "the gguf writer's output drifted"
     tol = VARIANT_TOLERANCE.get(name, TOLERANCE[v["params"]["qtype"]])
-    llm = LLM(str(path), context=v["context"], device=adapter_gpu.device, max_tokens_per_step=STEP)
+    _check_logits(LLM(str(path), context=v["context"], device=adapter_gpu.device, max_tokens_per_step=STEP), v,
+                  name, tol)
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+def test_the_cpu_engine_computes_llama_cpp_s_logits(tmp_path, name):
+    """The same files on the cpu engine (llama.cpp's own kernels, with llmchat's steps and slots around them),
+    held to the same bounds: fed in steps of STEP tokens rather than the oracle's one of 512, llama.cpp rounds
+    differently (up to 4.5e-4 with F16 weights here), and the oracle keeps five digits."""
+    pytest.importorskip("llama_cpp", reason="the cpu engine is not installed (make test installs it)")
+    v = VARIANTS[name]
+    path = write_model(tmp_path / "m.gguf", **v["params"])
+    llm = LLM(str(path), context=v["context"], engine="cpu", kv_type="f32", max_tokens_per_step=STEP)
+    _check_logits(llm, v, name, VARIANT_TOLERANCE.get(name, TOLERANCE[v["params"]["qtype"]]))
+
+
+def _check_logits(llm: LLM, v: dict, name: str, tol: float) -> None:
+    """Each of the variant's prompts: one prefill in chunks of STEP tokens, then token by token, against the
+    oracle's logits at its positions."""
     assert llm.context == v["context"]
     vocab = llm.runtime.config.vocab_size
     for k, prompt in enumerate(v["prompts"]):
         tokens, positions = prompt["tokens"], prompt["positions"]
         want = np.array(prompt["logits"])
-        # One prefill, in chunks of STEP tokens.
         with llm.runtime.slot() as slot:
             rows = llm.runtime.prefill(slot, tokens, all_logits=True)
         got = np.array([list(rows[p]) for p in positions])
         assert got.shape == (len(positions), vocab)
         for p, g, w in zip(positions, got, want):
             _compare(g, w, tol, f"{name} prompt {k} prefill position {p}")
-        # Token by token.
         with llm.runtime.slot() as slot:
             for i, tok in enumerate(tokens):
                 row = llm.runtime.engine.step([Feed(slot, [tok], i)])[0]
