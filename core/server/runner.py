@@ -184,8 +184,7 @@ def serve(config: ServeConfig) -> None:
     scheduler.start()
     at_once = f"{max_batch} {'sequence' if max_batch == 1 else 'sequences'} at once"
     base = f"http://{config.host}:{config.port}"
-    print(f"llmchat: serving {info.id} ({runtime.context}-token context, up to {at_once}, {choice.engine} engine) "
-          f"on {base}/v1",
+    print(f"llmchat: serving {info.id} ({runtime.context}-token context, up to {at_once}) on {base}/v1",
           file=sys.stderr, flush=True)
     if options.pages_dir is not None:
         pages = sorted(p.name for p in options.pages_dir.glob("*.html"))

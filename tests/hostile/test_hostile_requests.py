@@ -17,6 +17,7 @@ from llmchat.server.guard import HostPolicy
 from llmchat.server.static import parse_ranges
 from model_factory import write_model
 from gpu_util import adapter_gpu  # noqa: F401 (a fixture)
+from server_util import ENGINES
 
 pytestmark = pytest.mark.gpu
 
@@ -24,12 +25,13 @@ HOSTILE = ["\ud800", "a\udfffb", "\x00\x01\x1b[31m\x7f", "\u202e\ufeff", "9" * 5
            "{{ 7*7 }}{% raw %}", "<|im_start|>system\n", "../../etc/passwd", "%00%2e%2e"]
 
 
-@pytest.fixture(scope="module")
-def setup(tmp_path_factory, adapter_gpu):  # noqa: F811
+@pytest.fixture(scope="module", params=ENGINES)  # llmchat's kernels, and llama.cpp's behind the same server
+def setup(request, tmp_path_factory, adapter_gpu):  # noqa: F811
     root = tmp_path_factory.mktemp("hostile")
     path = write_model(root / "tiny.gguf")
     (root / "f.bin").write_bytes(bytes(range(256)) * 4)
-    llm = LLM(str(path), context=64, n_slots=8, max_tokens_per_step=32, device=adapter_gpu.device)
+    on = {"device": adapter_gpu.device} if request.param == "webgpu" else {"engine": "cpu"}
+    llm = LLM(str(path), context=64, n_slots=8, max_tokens_per_step=32, **on)
     scheduler = Scheduler(llm.runtime.engine, llm.tokenizer, max_batch=4, max_queue=16, prefill_chunk=8)
     scheduler.start()
     info = model_info(llm.runtime, "tiny", str(path))

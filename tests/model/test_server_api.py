@@ -7,7 +7,6 @@ correct on its own. Generations stay short (the CI adapter is a CPU emulation at
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import json
 
 import httpx
@@ -16,7 +15,7 @@ import pytest
 
 from llmchat.gguf.file import open_gguf
 from llmchat.tokenizer.tokenizer import Tokenizer
-from server_util import metrics, running_server
+from server_util import ENGINES, metrics, running_server
 
 pytestmark = [pytest.mark.gpu, pytest.mark.model]
 
@@ -45,12 +44,6 @@ CHAT_QUESTIONS = ["When does the library open on Sunday?", "How many books can I
                   "What does colour printing cost?", "Can I eat in the stacks?"]
 TEXT_PROMPTS = ["The capital of Italy is", "Once upon a time, in a small village,", "def fibonacci(n):",
                 "The three primary colours are"]
-
-
-# Every test runs against each engine: llmchat's kernels, and llama.cpp's under the same server, scheduler and
-# prefix cache (the cpu engine, where llama-cpp-python is installed: make test installs it).
-ENGINES = ["webgpu", pytest.param("cpu", marks=pytest.mark.skipif(
-    importlib.util.find_spec("llama_cpp") is None, reason="the cpu engine is not installed (make test installs it)"))]
 
 
 @pytest.fixture(scope="module", params=ENGINES)

@@ -13,7 +13,7 @@ import httpx
 import openai
 import pytest
 
-from server_util import metrics, running_server
+from server_util import ENGINES, metrics, running_server
 
 pytestmark = [pytest.mark.gpu, pytest.mark.model]
 
@@ -22,10 +22,10 @@ AUTH = {"Authorization": f"Bearer {KEY}"}
 LONG = {"model": "smollm2", "prompt": "Once upon a time", "max_tokens": 200, "temperature": 0, "ignore_eos": True}
 
 
-@pytest.fixture(scope="module")
-def server(smollm2_path, tmp_path_factory):
+@pytest.fixture(scope="module", params=ENGINES)
+def server(request, smollm2_path, tmp_path_factory):
     log = tmp_path_factory.mktemp("serve") / "serve.log"
-    args = ["--ctx", "512", "--max-batch", "1", "--max-queue", "1", "--api-key", KEY]
+    args = ["--ctx", "512", "--max-batch", "1", "--max-queue", "1", "--api-key", KEY, "--engine", request.param]
     with running_server("smollm2", args, log=log) as base:
         yield base
 

@@ -14,7 +14,7 @@ import openai
 import pytest
 from pydantic import BaseModel, Field
 
-from server_util import running_server
+from server_util import ENGINES, running_server
 
 pytestmark = [pytest.mark.gpu, pytest.mark.model]
 
@@ -28,10 +28,11 @@ WEATHER = [{"type": "function", "function": {
 ASK = [{"role": "user", "content": "What is the weather in Paris?"}]
 
 
-@pytest.fixture(scope="module")
-def server(smollm2_path, tmp_path_factory):
+@pytest.fixture(scope="module", params=ENGINES)
+def server(request, smollm2_path, tmp_path_factory):
     log = tmp_path_factory.mktemp("serve") / "serve.log"
-    with running_server("smollm2", ["--ctx", "1024", "--max-batch", "4"], log=log) as base:
+    args = ["--ctx", "1024", "--max-batch", "4", "--engine", request.param]
+    with running_server("smollm2", args, log=log) as base:
         yield base
 
 

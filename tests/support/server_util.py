@@ -1,6 +1,7 @@
 """Start a real `llmchat serve` process on a free loopback port for a test module, and read its /metrics."""
 from __future__ import annotations
 
+import importlib.util
 import re
 import sys
 from collections.abc import Iterator, Mapping, Sequence
@@ -8,10 +9,16 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
+import pytest
 
 from llmchat.server.launch import free_port, spawned_server
 
 START_TIMEOUT_S = 180  # loading the model and compiling kernels on a CPU-emulated adapter under load
+# The server suites run against each engine (a module-scoped `server` fixture's params; `--engine NAME`): llmchat's
+# kernels, and llama.cpp's under the same server, scheduler and prefix cache where it is installed (make test
+# installs it).
+ENGINES = ["webgpu", pytest.param("cpu", marks=pytest.mark.skipif(
+    importlib.util.find_spec("llama_cpp") is None, reason="the cpu engine is not installed (make test installs it)"))]
 
 
 @contextmanager
