@@ -59,7 +59,7 @@ def engine_choice_arguments(parser: argparse.ArgumentParser) -> None:
                         help="webgpu (llmchat's kernels), cpu (llama.cpp's CPU kernels: pip install 'llmchat[cpu]') "
                              "or auto: webgpu on a hardware adapter, cpu where the only adapter emulates a GPU "
                              f"(default: ${ENGINE_ENV}, else auto)")
-    parser.add_argument("--threads", type=positive_count, help="the cpu engine's threads (default: every core)")
+    parser.add_argument("--threads", type=positive_int, help="the cpu engine's threads (default: every core)")
 
 
 def sampling_arguments(parser: argparse.ArgumentParser) -> None:
@@ -148,25 +148,15 @@ def load_metadata(model: str) -> Mapping[str, Any]:
         return gguf.metadata
 
 
-def positive_count(text: str) -> int:
-    """argparse type for a count such as --threads: a positive integer, else a usage error."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
-    return value
-
-
 def positive_int(text: str) -> int:
-    """argparse type for sizes: a positive integer, refused as a usage error before anything is loaded."""
+    """argparse type for sizes and counts (--ctx, --threads): a positive integer, refused as a usage error before
+    anything is loaded."""
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
     if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive number of tokens, not {value}")
+        raise argparse.ArgumentTypeError(f"must be a positive number, not {value}")
     return value
 
 

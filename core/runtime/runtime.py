@@ -83,9 +83,9 @@ class LoadOptions:
 
 
 class Runtime:
-    """MODEL (a path, or an open GGUFFile) loaded on the engine `options.engine` asks for (llmchat.runtime.
-    engine_choice) and, for WebGPU, on `device` (default: the best adapter, under the profile). `choice`: the
-    engine already chosen by `choose_engine` (a server sizes its batch by it before the load)."""
+    """MODEL (a path, or an open GGUFFile) loaded on the engine `options.engine` asks for (engine_choice.py) and,
+    for WebGPU, on `device` (default: the best adapter, under the profile). `choice`: the engine already chosen
+    by `choose_engine` (a server sizes its batch by it before the load)."""
 
     def __init__(self, path: str | GGUFFile, options: LoadOptions = LoadOptions(), device: Device | None = None,
                  choice: EngineChoice | None = None):
