@@ -71,9 +71,11 @@ $(VENV)/.created:
 # (a .pth that site.py runs after setuptools' own, the names sorting so) puts that finder ahead, so the installed
 # package wins wherever the user stands.
 EDITABLE_FIRST := import sys; sys.meta_path.sort(key=lambda f: not getattr(f, "__module__", "").startswith("__editable___llmchat_"))
-# CMAKE_ARGS: llama.cpp compiled for this CPU's instruction sets, for the cpu engine (core/runtime/cpu_build.py).
+# CMAKE_ARGS: llama.cpp compiled for this CPU's instruction sets, for the cpu engine (core/runtime/cpu_build.py),
+# on every core.
 define install_editable
-	CMAKE_ARGS="$${CMAKE_ARGS:-$$($(BIN)/python core/runtime/cpu_build.py)}" $(BIN)/python -m pip install -e '$(1)'
+	CMAKE_ARGS="$${CMAKE_ARGS:-$$($(BIN)/python core/runtime/cpu_build.py)}" \
+		CMAKE_BUILD_PARALLEL_LEVEL="$${CMAKE_BUILD_PARALLEL_LEVEL:-$$(nproc)}" $(BIN)/python -m pip install -e '$(1)'
 	echo '$(EDITABLE_FIRST)' > "$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')/llmchat_editable_first.pth"
 endef
 
@@ -81,8 +83,10 @@ $(VENV)/.installed: pyproject.toml $(VENV)/.created
 	$(call install_editable,.)
 	touch $@
 
+# The test suite's dependencies, and the cpu engine, which it tests beside the WebGPU one.
+TEST_EXTRAS := .[test,cpu]
 $(VENV)/.installed-test: pyproject.toml $(VENV)/.created
-	$(call install_editable,.[test,cpu])
+	$(call install_editable,$(TEST_EXTRAS))
 	touch $@
 
 # The browser runtime's files served from our own origin (web/dist: Pyodide, the wheels, their lock file), rebuilt

@@ -44,7 +44,8 @@ def test_a_missing_or_unknown_set_is_refused() -> None:
 @pytest.mark.parametrize(("target", "wanted", "unwanted"), [
     ("demo", ["tools/build/system-deps.sh demo", "build_web_dist.py\n", "tools/build/cpu_engine.py"],
      ["--test-wheels", "system-deps.sh test"]),
-    ("test", ["tools/build/system-deps.sh test", "build_web_dist.py\n", "build_web_dist.py --test-wheels "], []),
+    ("test", ["tools/build/system-deps.sh test", "build_web_dist.py\n", "build_web_dist.py --test-wheels ",
+              "pip install -e '.[test,cpu]'", "CMAKE_ARGS="], []),
 ])
 def test_each_target_sets_up_its_own_set(target: str, wanted: list[str], unwanted: list[str]) -> None:
     commands = _dry_run(target)

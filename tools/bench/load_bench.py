@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Load benchmark for `llmchat serve` (or any OpenAI-compatible server) on loopback. Prints one JSON object.
 
-    tools/bench/load_bench.py [MODEL] [--concurrency 1 4 8] [--max-tokens 32] [--peer llamacpp]
+    tools/bench/load_bench.py [MODEL] [--concurrency 1 4 8] [--max-tokens 32] [--engine cpu] [--peer llamacpp]
 
 For each concurrency level it opens that many streaming completions at once (distinct prompts, greedy, a fixed
 number of tokens) and reports the aggregate decode rate (tokens after each stream's first, over the span from the
@@ -172,6 +172,8 @@ def main() -> int:
     ap.add_argument("--max-tokens", type=int, default=32, help="tokens per stream (default 32)")
     ap.add_argument("--ctx", type=int, default=2048)
     ap.add_argument("--threads", type=int, default=2, help="llama.cpp threads (default 2)")
+    ap.add_argument("--engine", choices=["webgpu", "cpu", "auto"],
+                    help="llmchat's engine (serve --engine; the cpu engine runs --threads threads)")
     ap.add_argument("--deadline", type=float, default=1800, help="seconds before the run gives up (default 1800)")
     ap.add_argument("--log", default="/tmp/load_bench_server.log")
     a = ap.parse_args()
@@ -184,6 +186,8 @@ def main() -> int:
     if a.peer == "llmchat":
         cmd = [sys.executable, "-m", "llmchat", "serve", a.model, "--port", str(port), "--ctx", str(a.ctx),
                "--max-batch", str(max(a.concurrency)), "--log-level", "warning"]
+        if a.engine:
+            cmd += ["--engine", a.engine, "--threads", str(a.threads)]
         extra = {"ignore_eos": True}
     else:
         ensure_llamacpp_server()
