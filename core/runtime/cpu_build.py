@@ -12,8 +12,6 @@ from __future__ import annotations
 import platform
 from pathlib import Path
 
-INSTALL = "CMAKE_ARGS=\"$(python -m llmchat.runtime.cpu_build)\" pip install 'llmchat[cpu]' (README: the CPU engine)"
-
 # /proc/cpuinfo flag -> ggml's CMake option
 X86_SETS = {"avx": "AVX", "avx2": "AVX2", "fma": "FMA", "f16c": "F16C", "bmi2": "BMI2", "avx512f": "AVX512",
             "avx512vbmi": "AVX512_VBMI", "avx512_vnni": "AVX512_VNNI", "avx512_bf16": "AVX512_BF16",

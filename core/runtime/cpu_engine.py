@@ -20,8 +20,8 @@ from ..errors import ContextOverflowError, LLMChatError, MissingDependencyError,
 from ..gpu.kvlayout import blocks_for
 from ..gpu.ops import TopK
 from ..gguf.config import ModelConfig
-from .cpu_build import INSTALL
 from .engine import Feed, pack_step, split_outputs
+from .engine_choice import CPU_INSTALL
 from .kv_cache import KVCache
 from .memory import step_bucket
 
@@ -33,7 +33,7 @@ def bindings():
         import llama_cpp
         import numpy  # noqa: F401  (a dependency of llama-cpp-python; the candidates are picked with it)
     except ImportError as exc:
-        raise MissingDependencyError(f"the cpu engine needs llama-cpp-python ({exc}): {INSTALL}") from None
+        raise MissingDependencyError(f"the cpu engine needs llama-cpp-python ({exc}): {CPU_INSTALL}") from None
     if _callback is None:
         _callback = llama_cpp.llama_log_callback(_log)  # kept here: llama.cpp holds the pointer
         llama_cpp.llama_log_set(_callback, None)

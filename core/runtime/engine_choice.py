@@ -17,10 +17,12 @@ from dataclasses import dataclass
 
 from ..errors import InvalidRequestError, MissingDependencyError, NoAdapterError
 from ..gpu.device import Device, describe_adapter
-from .cpu_build import INSTALL as CPU_INSTALL
 
 ENGINES = ("auto", "webgpu", "cpu")
 ENV = "LLMCHAT_ENGINE"
+# How the cpu engine is installed, llama.cpp compiled for this CPU (cpu_build.py says why the arguments).
+CPU_INSTALL = ("CMAKE_ARGS=\"$(python -m llmchat.runtime.cpu_build)\" pip install 'llmchat[cpu]' "
+               "(docs/cli.md, Engines)")
 
 
 @dataclass(frozen=True)
