@@ -132,7 +132,7 @@ class KVCache:
             self._refs[b] += 1
         self._blocks[slot] = list(shared)
         if self.stateful and n_positions % BLOCK_TOKENS:  # the partly filled last block is copied
-            src, dst = self._blocks[parent][len(shared)], self._free.pop()
+            dst = self._free.pop()
             self._refs[dst] = 1
             self._blocks[slot].append(dst)
         if self.memory is not None:
