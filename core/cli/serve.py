@@ -62,5 +62,6 @@ def run(args: argparse.Namespace) -> int:
                       web_dir=args.web_dir, pages_dir=args.pages, log_level=args.log_level, api_key_all=args.api_key_all,
                       allowed_hosts=tuple(args.allowed_host), max_body=args.max_body,
                       shutdown_grace=args.shutdown_grace, header_timeout=args.header_timeout,
-                      profile=args.profile, engine=args.engine, threads=args.threads))
+                      profile=args.profile, engine=args.engine,
+                      threads=args.threads))
     return 0

@@ -5,8 +5,8 @@ and chat templates, the sampler, grammars, the generation loop, the scheduler an
 
 Each sequence slot is a llama.cpp sequence id with a stream of KV cells of its own. llmchat's KVCache keeps the
 bookkeeping and its rules (the scheduler admits and evicts by it) and tells this engine what changed (`fork`,
-`forget`); llama.cpp's memory follows with `seq_cp` and `seq_rm`. llama.cpp computes logits; candidates for the sampler are picked from them here (numpy), so only what
-sampling needs crosses into Python.
+`forget`); llama.cpp's memory follows with `seq_cp` and `seq_rm`. llama.cpp computes logits; candidates for the
+sampler are picked from them here (numpy), so only what sampling needs crosses into Python.
 """
 from __future__ import annotations
 
@@ -60,8 +60,9 @@ def cores() -> int:
 class CpuEngine:
     """The model file at `path` (its header read as `config`) on llama.cpp's CPU kernels: `n_slots` sequences of
     up to `context` positions sharing a cache of `cache_positions` (default: a full context each), steps of up to
-    `max_tokens_per_step` tokens, `threads` threads (default: every core this process may run on). `kv_widths` and `state_widths` are the
-    model's (llmchat.models), for the bookkeeping; `kv_type` is the cache's element type (f16 or f32)."""
+    `max_tokens_per_step` tokens, `threads` threads (default: every core this process may run on). `kv_widths`
+    and `state_widths` are the model's (llmchat.models), for the bookkeeping; `kv_type` is the cache's element
+    type (f16 or f32)."""
 
     def __init__(self, path: str, config: ModelConfig, *, context: int, n_slots: int, max_tokens_per_step: int = 64,
                  cache_positions: int | None = None, kv_widths: list[int], state_widths: list[int],
@@ -75,7 +76,6 @@ class CpuEngine:
         n_blocks = blocks_for(cache_positions) if cache_positions else None
         self.kv = KVCache(None, kv_widths, n_slots=n_slots, context=context, n_blocks=n_blocks,
                           state_widths=state_widths, kv_type=kv_type, memory=self)
-        self._filled = [0] * n_slots  # per slot: positions llama.cpp's memory holds for it
         _LOG.clear()
         model_params = llama.llama_model_default_params()
         # Weights as stored, not repacked for the CPU's matrix kernels: with repacking, a row computed in a batch
@@ -126,16 +126,16 @@ class CpuEngine:
     def fork(self, parent: int, child: int, n_positions: int) -> None:
         # Between streams llama.cpp copies a whole sequence, then the child forgets what follows its share.
         self._llama.llama_memory_seq_cp(self._memory, parent, child, -1, -1)
-        self._filled[child] = self._filled[parent]
         self.forget(child, n_positions)
 
     def forget(self, slot: int, n_positions: int) -> None:
-        if self._filled[slot] > n_positions:
-            if not self._llama.llama_memory_seq_rm(self._memory, slot, n_positions, -1):
-                self._llama.llama_memory_seq_rm(self._memory, slot, -1, -1)
-                self._filled[slot] = 0
-                raise LLMChatError(f"llama.cpp cannot cut sequence {slot} at position {n_positions}; it was cleared")
-            self._filled[slot] = n_positions
+        if self._held(slot) > n_positions and not self._llama.llama_memory_seq_rm(self._memory, slot, n_positions, -1):
+            self._llama.llama_memory_seq_rm(self._memory, slot, -1, -1)
+            raise LLMChatError(f"llama.cpp cannot cut sequence {slot} at position {n_positions}; it was cleared")
+
+    def _held(self, slot: int) -> int:
+        """Positions llama.cpp's memory holds for `slot` (its positions run from 0 without gaps)."""
+        return self._llama.llama_memory_seq_pos_max(self._memory, slot) + 1
 
     # -- steps ---------------------------------------------------------------------------------------------------
     def step(self, feeds: list[Feed], top_k: int = 0) -> list:
@@ -150,8 +150,8 @@ class CpuEngine:
         tokens, out_rows = pack_step(feeds, self.kv, self.context, self.max_step, self.vocab_size, top_k)
         for f in feeds:  # a sequence continues from what its memory holds: anything past the start is recomputed
             self.forget(f.slot, f.start)
-            if self._filled[f.slot] != f.start:
-                raise LLMChatError(f"slot {f.slot} holds {self._filled[f.slot]} positions; a step cannot start it "
+            if self._held(f.slot) != f.start:
+                raise LLMChatError(f"slot {f.slot} holds {self._held(f.slot)} positions; a step cannot start it "
                                    f"at {f.start}")
         first = [0]
         for f in feeds:
@@ -170,8 +170,6 @@ class CpuEngine:
                 raise
             decode_s += time.perf_counter() - t1
             rows.update(zip((i for i in call if feeds[i].logits), self._read_rows(call, feeds, len(calls) > 1)))
-        for f in feeds:
-            self._filled[f.slot] = f.start + len(f.tokens)
         result = self._outputs(feeds, [rows[i] for i in range(len(feeds)) if i in rows], top_k)
         self.stats["host_s"] += time.perf_counter() - t0 - decode_s
         self.stats["steps"] += 1

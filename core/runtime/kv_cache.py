@@ -137,7 +137,7 @@ class KVCache:
             self._blocks[slot].append(dst)
         if self.memory is not None:
             self.memory.fork(parent, slot, n_positions if self.stateful else len(shared) * BLOCK_TOKENS)
-            self._state_at[slot] = self._state_at[parent] if self.stateful else 0
+            self._state_at[slot] = n_positions if self.stateful else 0  # can_fork: the parent's state position
             return slot
         if self.stateful:
             # Kilobytes per layer: through the host, as the device has no copy verb.
